@@ -1,0 +1,56 @@
+"""The ``lakeshift`` command: one entry point, one subcommand per stage of the pipeline.
+
+Each ``lakeshift.commands.<area>`` module adds its subcommands with ``register(subparsers)`` and keeps heavy
+imports inside the handlers, so ``lakeshift --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from lakeshift import __version__
+from lakeshift.errors import LakeshiftError
+
+COMMAND_MODULES = ("data", "scoring", "models", "experiments")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakeshift",
+        description="FrozenLake benchmark for out-of-distribution generalization of chain-of-thought reasoning.",
+    )
+    parser.add_argument("--version", action="version", version=f"lakeshift {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"lakeshift.commands.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"lakeshift.commands.{name}":
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except LakeshiftError as err:
+        print(f"lakeshift {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"lakeshift {args.command}: interrupted; finished work is kept, rerun to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

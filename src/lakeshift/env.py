@@ -1,0 +1,373 @@
+"""The FrozenLake environment: maps, rules and an exact solver.
+
+Semantics (rules ``"v1"``, the only version so far)
+---------------------------------------------------
+A map is an ``n x n`` grid (``n >= 2``). Every cell is *frozen* (safe) or a *hole*. Exactly one frozen cell
+holds the player's **start** and another one the **goal**. Cells are addressed ``(row, col)``, 0-based,
+row 0 at the top; text formats print them 1-based.
+
+Moves: ``UP`` (row - 1), ``DOWN`` (row + 1), ``LEFT`` (col - 1), ``RIGHT`` (col + 1), abbreviated
+``U D L R``. A plan is a sequence of moves, executed in order:
+
+* a move that would leave the grid has no effect: the player stays where it is;
+* entering a hole ends the episode at once with a failure;
+* the plan **succeeds iff the player stands on the goal after its last move**. Reaching the goal and then
+  walking on is a failure (gymnasium would stop the episode at the goal; the paper's evaluator does not,
+  and we follow the paper). The empty plan fails because start != goal.
+
+This is deterministic ``FrozenLake-v1`` with ``is_slippery=False`` and a free start position.
+
+Solver
+------
+Breadth-first search from the goal gives every cell's distance to it. The optimal length is the start's
+distance; ``d_inf = max(|s_row - g_row|, |s_col - g_col|)`` is the L-infinity start-goal distance
+(``optimal_length >= |dr| + |dc| >= d_inf``). An optimal path is built from the
+start by always taking a move into a cell one step closer to the goal. Where several moves qualify the
+*tie-break* decides:
+
+* ``"priority"`` (default): the first qualifying move in ``UP, LEFT, RIGHT, DOWN`` order. This order
+  reproduces 976 of the 1000 official Mirage training answers (their generator's choice is not a fixed order).
+* ``"uniform"``: a uniformly random optimal path (each of the ``n_optimal_paths`` equally likely), drawn
+  with a caller-supplied ``random.Random``, so it is reproducible from a seed.
+
+Implementation: cells are bits of a Python integer (row stride ``n + 1``, the extra column is a guard bit
+so that horizontal shifts cannot wrap), which makes a BFS layer a handful of integer operations.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+RULES_VERSION = "v1"
+
+Cell = tuple[int, int]
+MOVES: tuple[str, ...] = ("UP", "DOWN", "LEFT", "RIGHT")
+MOVE_LETTERS: dict[str, str] = {"UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+LETTER_MOVES: dict[str, str] = {v: k for k, v in MOVE_LETTERS.items()}
+DELTAS: dict[str, Cell] = {"UP": (-1, 0), "DOWN": (1, 0), "LEFT": (0, -1), "RIGHT": (0, 1)}
+TIE_BREAK_PRIORITY: tuple[str, ...] = ("UP", "LEFT", "RIGHT", "DOWN")
+TieBreak = Literal["priority", "uniform"]
+
+
+class MapError(ValueError):
+    """A map description that is not a valid FrozenLake map."""
+
+
+@dataclass(frozen=True)
+class FrozenLakeMap:
+    """An immutable ``size x size`` FrozenLake map.
+
+    Attributes:
+        size: Side length ``n``.
+        holes: The hole cells.
+        start: The player's start cell ``(row, col)``.
+        goal: The goal cell ``(row, col)``.
+    """
+
+    size: int
+    holes: frozenset[Cell]
+    start: Cell
+    goal: Cell
+
+    def __post_init__(self) -> None:
+        n = self.size
+        if not isinstance(n, int) or n < 2:
+            raise MapError(f"map size must be an integer >= 2, got {n!r}")
+        for name, cell in (("start", self.start), ("goal", self.goal)):
+            if not _inside(cell, n):
+                raise MapError(f"{name} {cell} is outside the {n}x{n} map")
+        if self.start == self.goal:
+            raise MapError(f"start and goal are the same cell {self.start}")
+        for cell in self.holes:
+            if not _inside(cell, n):
+                raise MapError(f"hole {cell} is outside the {n}x{n} map")
+        if self.start in self.holes or self.goal in self.holes:
+            raise MapError("start and goal must not be holes")
+
+    # ----- conversions -------------------------------------------------------------------------------
+    @classmethod
+    def from_rows(cls, rows: Sequence[str]) -> FrozenLakeMap:
+        """Builds a map from gymnasium rows of ``S F H G`` characters."""
+        n = len(rows)
+        holes, start, goal = set(), [], []
+        for r, row in enumerate(rows):
+            if len(row) != n:
+                raise MapError(f"row {r + 1} has {len(row)} cells, expected {n} (the map must be square)")
+            for c, ch in enumerate(row):
+                if ch == "H":
+                    holes.add((r, c))
+                elif ch == "S":
+                    start.append((r, c))
+                elif ch == "G":
+                    goal.append((r, c))
+                elif ch != "F":
+                    raise MapError(f"unknown cell {ch!r} at row {r + 1}, column {c + 1} (expected S, F, H or G)")
+        if len(start) != 1 or len(goal) != 1:
+            raise MapError(f"a map needs exactly one S and one G, found {len(start)} and {len(goal)}")
+        return cls(n, frozenset(holes), start[0], goal[0])
+
+    @classmethod
+    def from_map_desc(cls, desc: Sequence[Sequence[int]]) -> FrozenLakeMap:
+        """Builds a map from Mirage's ``map_desc`` (0 frozen, -1 hole, 1 start, 2 goal)."""
+        letters = {0: "F", -1: "H", 1: "S", 2: "G"}
+        rows = []
+        for r, row in enumerate(desc):
+            try:
+                rows.append("".join(letters[int(v)] for v in row))
+            except (KeyError, TypeError, ValueError) as err:
+                raise MapError(f"map_desc row {r + 1} has a value other than 0, -1, 1, 2: {row!r}") from err
+        return cls.from_rows(rows)
+
+    @property
+    def rows(self) -> list[str]:
+        """Gymnasium rows (``S F H G``), top row first."""
+        return ["".join(self.cell_char(r, c) for c in range(self.size)) for r in range(self.size)]
+
+    def to_map_desc(self) -> list[list[int]]:
+        """Mirage's ``map_desc`` integer grid."""
+        code = {"F": 0, "H": -1, "S": 1, "G": 2}
+        return [[code[ch] for ch in row] for row in self.rows]
+
+    def cell_char(self, r: int, c: int) -> str:
+        """``S``, ``G``, ``H`` or ``F`` for one cell."""
+        if (r, c) == self.start:
+            return "S"
+        if (r, c) == self.goal:
+            return "G"
+        return "H" if (r, c) in self.holes else "F"
+
+    # ----- properties ----------------------------------------------------------------------------------
+    @property
+    def d_inf(self) -> int:
+        """L-infinity distance between start and goal."""
+        return max(abs(self.start[0] - self.goal[0]), abs(self.start[1] - self.goal[1]))
+
+    @property
+    def n_holes(self) -> int:
+        return len(self.holes)
+
+    def is_hole(self, cell: Cell) -> bool:
+        return cell in self.holes
+
+    def inside(self, cell: Cell) -> bool:
+        return _inside(cell, self.size)
+
+    @cached_property
+    def _bits(self) -> _Board:
+        return _Board.of(self)
+
+    # ----- solver ----------------------------------------------------------------------------------------
+    @property
+    def optimal_length(self) -> int | None:
+        """Length of a shortest successful plan, or ``None`` if the goal is unreachable."""
+        layers = self._bits.layers
+        return None if layers is None else len(layers) - 1
+
+    @property
+    def solvable(self) -> bool:
+        return self._bits.layers is not None
+
+    def optimal_path(self, tie_break: TieBreak = "priority", rng: random.Random | None = None) -> list[str]:
+        """One shortest plan (moves as ``"UP"``...), chosen by ``tie_break`` (see module docstring).
+
+        Raises:
+            MapError: the goal is unreachable.
+        """
+        return self._bits.path(tie_break, rng)
+
+    @property
+    def n_optimal_paths(self) -> int:
+        """Number of distinct shortest plans (0 if unsolvable)."""
+        return self._bits.count_paths()
+
+    def solve(self, tie_break: TieBreak = "priority", rng: random.Random | None = None) -> Solution:
+        """Optimal length, one optimal path and the number of optimal paths at once."""
+        if not self.solvable:
+            raise MapError("the goal is unreachable from the start")
+        path = self.optimal_path(tie_break, rng)
+        return Solution(len(path), path, self.n_optimal_paths)
+
+    # ----- rules ------------------------------------------------------------------------------------------
+    def step(self, cell: Cell, move: str) -> Cell:
+        """The cell after one move from ``cell`` (off-edge moves stay in place; holes are not checked)."""
+        dr, dc = DELTAS[move]
+        nxt = (cell[0] + dr, cell[1] + dc)
+        return nxt if _inside(nxt, self.size) else cell
+
+    def simulate(self, moves: Iterable[str]) -> Rollout:
+        """Executes a plan under rules v1. ``moves`` are full names (``"UP"``) or letters (``"U"``)."""
+        pos = self.start
+        visited = [pos]
+        off_edge = 0
+        reached_goal_at: int | None = None
+        n = 0
+        for n, move in enumerate(moves, start=1):
+            move = LETTER_MOVES.get(move, move)
+            if move not in DELTAS:
+                raise ValueError(f"unknown move {move!r}")
+            nxt = self.step(pos, move)
+            if nxt == pos:
+                off_edge += 1
+            pos = nxt
+            visited.append(pos)
+            if pos in self.holes:
+                return Rollout(tuple(visited), False, n, off_edge, reached_goal_at, n)
+            if pos == self.goal and reached_goal_at is None:
+                reached_goal_at = n
+        return Rollout(tuple(visited), pos == self.goal, None, off_edge, reached_goal_at, n)
+
+
+@dataclass(frozen=True)
+class Solution:
+    optimal_length: int
+    optimal_path: list[str]
+    n_optimal_paths: int
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """The result of executing a plan.
+
+    Attributes:
+        positions: Start cell, then the cell after each executed move (stops at a hole).
+        success: The player ends on the goal after the last move, without falling.
+        fell_at: 1-based index of the move that entered a hole, or ``None``.
+        off_edge_moves: Moves that had no effect because they pointed off the map.
+        reached_goal_at: 1-based index of the first move that reached the goal, or ``None``.
+        n_executed: Moves executed (all of them unless the player fell).
+    """
+
+    positions: tuple[Cell, ...]
+    success: bool
+    fell_at: int | None
+    off_edge_moves: int
+    reached_goal_at: int | None
+    n_executed: int
+
+    @property
+    def final(self) -> Cell:
+        return self.positions[-1]
+
+
+def _inside(cell: Cell, n: int) -> bool:
+    return 0 <= cell[0] < n and 0 <= cell[1] < n
+
+
+@dataclass
+class _Board:
+    """Bitboard view of a map: BFS layers from the goal, path extraction and counting."""
+
+    n: int
+    free: int
+    start: int
+    goal: int
+    layers: list[int] | None  # layers[k]: cells at distance k from the goal, up to the start's layer
+
+    @classmethod
+    def of(cls, m: FrozenLakeMap) -> _Board:
+        n, w = m.size, m.size + 1
+        free = _full_mask(n)
+        for r, c in m.holes:
+            free &= ~(1 << (r * w + c))
+        start = 1 << (m.start[0] * w + m.start[1])
+        goal = 1 << (m.goal[0] * w + m.goal[1])
+        return cls(n, free, start, goal, _bfs_layers(free, goal, start, w))
+
+    def _neighbours(self, bits: int) -> int:
+        w = self.n + 1
+        return ((bits << 1) | (bits >> 1) | (bits << w) | (bits >> w)) & self.free
+
+    def path(self, tie_break: TieBreak, rng: random.Random | None) -> list[str]:
+        if self.layers is None:
+            raise MapError("the goal is unreachable from the start")
+        w = self.n + 1
+        shifts = {"UP": -w, "DOWN": w, "LEFT": -1, "RIGHT": 1}
+        counts = self._counts_to_goal() if tie_break == "uniform" else None
+        if tie_break == "uniform" and rng is None:
+            raise ValueError("tie_break='uniform' needs an rng")
+        pos = self.start.bit_length() - 1
+        moves = []
+        for k in range(len(self.layers) - 1, 0, -1):
+            below = self.layers[k - 1]
+            options = []
+            for move in TIE_BREAK_PRIORITY:
+                nxt = pos + shifts[move]
+                if nxt >= 0 and (below >> nxt) & 1:
+                    options.append((move, nxt))
+            if counts is None:
+                move, pos = options[0]
+            else:
+                weights = [counts[nxt] for _, nxt in options]
+                move, pos = rng.choices(options, weights=weights)[0]
+            moves.append(move)
+        return moves
+
+    def _counts_to_goal(self) -> dict[int, int]:
+        """Number of shortest paths from each on-path cell to the goal."""
+        assert self.layers is not None
+        w = self.n + 1
+        counts = {self.goal.bit_length() - 1: 1}
+        # Only cells lying on some shortest path from the start matter: walk down from the start.
+        on_path = [0] * len(self.layers)
+        on_path[-1] = self.start
+        for k in range(len(self.layers) - 1, 0, -1):
+            on_path[k - 1] = self._neighbours(on_path[k]) & self.layers[k - 1]
+        for k in range(1, len(self.layers)):
+            below = on_path[k - 1]
+            bits = on_path[k]
+            while bits:
+                low = bits & -bits
+                i = low.bit_length() - 1
+                total = 0
+                for nxt in (i - w, i + w, i - 1, i + 1):
+                    if nxt >= 0 and (below >> nxt) & 1:
+                        total += counts[nxt]
+                counts[i] = total
+                bits ^= low
+        return counts
+
+    def count_paths(self) -> int:
+        if self.layers is None:
+            return 0
+        return self._counts_to_goal()[self.start.bit_length() - 1]
+
+
+_FULL_MASKS: dict[int, int] = {}
+
+
+def _full_mask(n: int) -> int:
+    mask = _FULL_MASKS.get(n)
+    if mask is None:
+        row = (1 << n) - 1
+        mask = 0
+        for r in range(n):
+            mask |= row << (r * (n + 1))
+        _FULL_MASKS[n] = mask
+    return mask
+
+
+def _bfs_layers(free: int, source: int, target: int, w: int) -> list[int] | None:
+    """BFS layers from ``source`` until ``target`` is reached (``None`` if it never is)."""
+    layers = [source]
+    seen = frontier = source
+    while not frontier & target:
+        frontier = ((frontier << 1) | (frontier >> 1) | (frontier << w) | (frontier >> w)) & free & ~seen
+        if not frontier:
+            return None
+        seen |= frontier
+        layers.append(frontier)
+    return layers
+
+
+def bitboard_solvable(n: int, hole_bits: int, start: Cell, goal: Cell) -> int | None:
+    """Optimal length straight from a bitboard (for fast rejection sampling), or ``None`` if unsolvable.
+
+    ``hole_bits`` uses the row stride ``n + 1`` of this module's bitboards.
+    """
+    w = n + 1
+    layers = _bfs_layers(_full_mask(n) & ~hole_bits, 1 << (goal[0] * w + goal[1]), 1 << (start[0] * w + start[1]), w)
+    return None if layers is None else len(layers) - 1
