@@ -125,7 +125,18 @@ class FrozenLakeMap:
     @property
     def rows(self) -> list[str]:
         """Gymnasium rows (``S F H G``), top row first."""
-        return ["".join(self.cell_char(r, c) for c in range(self.size)) for r in range(self.size)]
+        return list(self._rows)
+
+    @cached_property
+    def _rows(self) -> tuple[str, ...]:
+        n = self.size
+        cells = ["F"] * (n * n)
+        for r, c in self.holes:
+            cells[r * n + c] = "H"
+        cells[self.start[0] * n + self.start[1]] = "S"
+        cells[self.goal[0] * n + self.goal[1]] = "G"
+        flat = "".join(cells)
+        return tuple(flat[i : i + n] for i in range(0, n * n, n))
 
     def to_map_desc(self) -> list[list[int]]:
         """Mirage's ``map_desc`` integer grid."""
@@ -263,77 +274,37 @@ class _Board:
 
     n: int
     free: int
-    start: int
+    start: int  # bit index of the start (row stride n + 1)
     goal: int
     layers: list[int] | None  # layers[k]: cells at distance k from the goal, up to the start's layer
 
     @classmethod
     def of(cls, m: FrozenLakeMap) -> _Board:
         n, w = m.size, m.size + 1
-        free = _full_mask(n)
+        holes = 0
         for r, c in m.holes:
-            free &= ~(1 << (r * w + c))
-        start = 1 << (m.start[0] * w + m.start[1])
-        goal = 1 << (m.goal[0] * w + m.goal[1])
-        return cls(n, free, start, goal, _bfs_layers(free, goal, start, w))
-
-    def _neighbours(self, bits: int) -> int:
-        w = self.n + 1
-        return ((bits << 1) | (bits >> 1) | (bits << w) | (bits >> w)) & self.free
+            holes |= 1 << (r * w + c)
+        free = _full_mask(n) & ~holes
+        start = m.start[0] * w + m.start[1]
+        goal = m.goal[0] * w + m.goal[1]
+        return cls(n, free, start, goal, _bfs_layers(free, 1 << goal, 1 << start, w))
 
     def path(self, tie_break: TieBreak, rng: random.Random | None) -> list[str]:
         if self.layers is None:
             raise MapError("the goal is unreachable from the start")
-        w = self.n + 1
-        shifts = {"UP": -w, "DOWN": w, "LEFT": -1, "RIGHT": 1}
-        counts = self._counts_to_goal() if tie_break == "uniform" else None
-        if tie_break == "uniform" and rng is None:
-            raise ValueError("tie_break='uniform' needs an rng")
-        pos = self.start.bit_length() - 1
-        moves = []
-        for k in range(len(self.layers) - 1, 0, -1):
-            below = self.layers[k - 1]
-            options = []
-            for move in TIE_BREAK_PRIORITY:
-                nxt = pos + shifts[move]
-                if nxt >= 0 and (below >> nxt) & 1:
-                    options.append((move, nxt))
-            if counts is None:
-                move, pos = options[0]
-            else:
-                weights = [counts[nxt] for _, nxt in options]
-                move, pos = rng.choices(options, weights=weights)[0]
-            moves.append(move)
-        return moves
-
-    def _counts_to_goal(self) -> dict[int, int]:
-        """Number of shortest paths from each on-path cell to the goal."""
-        assert self.layers is not None
-        w = self.n + 1
-        counts = {self.goal.bit_length() - 1: 1}
-        # Only cells lying on some shortest path from the start matter: walk down from the start.
-        on_path = [0] * len(self.layers)
-        on_path[-1] = self.start
-        for k in range(len(self.layers) - 1, 0, -1):
-            on_path[k - 1] = self._neighbours(on_path[k]) & self.layers[k - 1]
-        for k in range(1, len(self.layers)):
-            below = on_path[k - 1]
-            bits = on_path[k]
-            while bits:
-                low = bits & -bits
-                i = low.bit_length() - 1
-                total = 0
-                for nxt in (i - w, i + w, i - 1, i + 1):
-                    if nxt >= 0 and (below >> nxt) & 1:
-                        total += counts[nxt]
-                counts[i] = total
-                bits ^= low
-        return counts
+        if tie_break == "priority":
+            return _path_priority(self.layers, self.start, self.n + 1)
+        if tie_break == "uniform":
+            if rng is None:
+                raise ValueError("tie_break='uniform' needs an rng")
+            counts = _path_counts(self.layers, self.start, self.n)
+            return _path_uniform(self.layers, self.start, self.n + 1, counts, rng)
+        raise ValueError(f"unknown tie_break {tie_break!r} (expected 'priority' or 'uniform')")
 
     def count_paths(self) -> int:
         if self.layers is None:
             return 0
-        return self._counts_to_goal()[self.start.bit_length() - 1]
+        return _path_counts(self.layers, self.start, self.n)[self.start + self.n + 1]
 
 
 _FULL_MASKS: dict[int, int] = {}
@@ -363,6 +334,76 @@ def _bfs_layers(free: int, source: int, target: int, w: int) -> list[int] | None
     return layers
 
 
+def _path_priority(layers: list[int], start: int, w: int) -> list[str]:
+    """The optimal path that always takes the first move closer to the goal in ``UP, LEFT, RIGHT, DOWN``."""
+    moves = []
+    pos = start
+    w2 = 2 * w
+    for k in range(len(layers) - 2, -1, -1):
+        # Shifting the lower layer up by one row first keeps every probe index non-negative.
+        t = (layers[k] << w) >> pos
+        if t & 1:
+            moves.append("UP")
+            pos -= w
+        elif (t >> (w - 1)) & 1:
+            moves.append("LEFT")
+            pos -= 1
+        elif (t >> (w + 1)) & 1:
+            moves.append("RIGHT")
+            pos += 1
+        else:
+            assert (t >> w2) & 1, "BFS layers are inconsistent"
+            moves.append("DOWN")
+            pos += w
+    return moves
+
+
+def _path_counts(layers: list[int], start: int, n: int) -> list[int]:
+    """Number of shortest paths to the goal from every cell that lies on a shortest start-goal path.
+
+    Returns a list indexed by ``bit index + (n + 1)`` (the offset keeps neighbour indices in range); other
+    cells hold 0. The grid is bipartite, so a cell at distance ``k`` only neighbours cells at distance
+    ``k - 1`` and ``k + 1``: summing all four neighbours is exact while layers are filled in order, and every
+    distance-``k - 1`` neighbour of an on-path cell is itself on a shortest path.
+    """
+    w = n + 1
+    top = len(layers) - 1
+    on_path = [0] * (top + 1)
+    on_path[top] = 1 << start
+    for k in range(top, 0, -1):
+        f = on_path[k]
+        on_path[k - 1] = ((f << 1) | (f >> 1) | (f << w) | (f >> w)) & layers[k - 1]
+    counts = [0] * ((n + 2) * w + 1)
+    counts[layers[0].bit_length() - 1 + w] = 1
+    for k in range(1, top + 1):
+        # Shifting by w makes bit positions the list indices directly.
+        bits = on_path[k] << w
+        while bits:
+            i = (bits & -bits).bit_length() - 1
+            counts[i] = counts[i - w] + counts[i + w] + counts[i - 1] + counts[i + 1]
+            bits &= bits - 1
+    return counts
+
+
+def _path_uniform(layers: list[int], start: int, w: int, counts: list[int], rng: random.Random) -> list[str]:
+    """A uniformly random optimal path: each move is weighted by the number of optimal paths it leads to."""
+    shifts = {"UP": -w, "DOWN": w, "LEFT": -1, "RIGHT": 1}
+    moves = []
+    pos = start
+    for k in range(len(layers) - 2, -1, -1):
+        below = layers[k]
+        options = []
+        weights = []
+        for move in TIE_BREAK_PRIORITY:
+            nxt = pos + shifts[move]
+            if nxt >= 0 and (below >> nxt) & 1:
+                options.append((move, nxt))
+                weights.append(counts[nxt + w])
+        move, pos = rng.choices(options, weights=weights)[0]
+        moves.append(move)
+    return moves
+
+
 def bitboard_solvable(n: int, hole_bits: int, start: Cell, goal: Cell) -> int | None:
     """Optimal length straight from a bitboard (for fast rejection sampling), or ``None`` if unsolvable.
 
@@ -371,3 +412,33 @@ def bitboard_solvable(n: int, hole_bits: int, start: Cell, goal: Cell) -> int | 
     w = n + 1
     layers = _bfs_layers(_full_mask(n) & ~hole_bits, 1 << (goal[0] * w + goal[1]), 1 << (start[0] * w + start[1]), w)
     return None if layers is None else len(layers) - 1
+
+
+def solve_bitboard(
+    n: int,
+    hole_bits: int,
+    start: int,
+    goal: int,
+    tie_break: TieBreak = "priority",
+    rng: random.Random | None = None,
+) -> tuple[int, list[str], int] | None:
+    """Solves a map given as a bitboard: ``(optimal_length, optimal_path, n_optimal_paths)`` or ``None``.
+
+    The fast path used by the generator (no :class:`FrozenLakeMap` is built). Cells are bit indices
+    ``row * (n + 1) + col``; ``hole_bits`` must not contain ``start`` or ``goal``. Results are identical
+    to :meth:`FrozenLakeMap.solve` with the same ``tie_break`` and ``rng`` state.
+    """
+    w = n + 1
+    layers = _bfs_layers(_full_mask(n) & ~hole_bits, 1 << goal, 1 << start, w)
+    if layers is None:
+        return None
+    counts = _path_counts(layers, start, n)
+    if tie_break == "priority":
+        path = _path_priority(layers, start, w)
+    elif tie_break == "uniform":
+        if rng is None:
+            raise ValueError("tie_break='uniform' needs an rng")
+        path = _path_uniform(layers, start, w, counts, rng)
+    else:
+        raise ValueError(f"unknown tie_break {tie_break!r} (expected 'priority' or 'uniform')")
+    return len(layers) - 1, path, counts[start + w]

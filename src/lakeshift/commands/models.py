@@ -1,0 +1,183 @@
+"""``lakeshift train`` and ``lakeshift predict``. Heavy imports (torch, transformers, trl) stay in handlers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+
+INPUTS = ("image", "desc", "table", "grid")
+COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
+NAMED = "micro, tiny, small, base (Qwen2, random init, char tokenizer) and tiny-vl (random Qwen2.5-VL)"
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return sorted({int(x) for x in text.replace(" ", "").split(",") if x})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated map sizes such as 7,8; got {text!r}") from None
+
+
+def register(subparsers: Any) -> None:
+    """Adds ``train`` and ``predict``."""
+    _register_train(subparsers)
+    _register_predict(subparsers)
+
+
+def _register_train(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="fine-tune (or train from scratch) a model on one input x CoT format with trl's SFTTrainer",
+        description=(
+            "Supervised fine-tuning on DATA/<split>/sft/<input>__<cot>.jsonl, loss on the assistant answer only. "
+            "Writes OUT/run.json (data hash, formats, model, hyper-parameters, versions, git commit), "
+            "OUT/metrics.jsonl, OUT/checkpoint-*/ and the final OUT/model/. Multi-GPU: "
+            "accelerate launch --config_file configs/accelerate/<ddp|fsdp|deepspeed-zero2|deepspeed-zero3>.yaml "
+            "-m lakeshift.cli train ..."
+        ),
+    )
+    p.add_argument("--data", required=True, help="folder written by `lakeshift generate`")
+    p.add_argument("--split", default="id-train", help="training split (default id-train; e.g. embed10-train)")
+    p.add_argument("--input", dest="input_format", required=True, choices=INPUTS)
+    p.add_argument("--cot", dest="cot_format", required=True, choices=COTS)
+    p.add_argument("--model", required=True, help=f"named size ({NAMED}), checkpoint folder, or hub id")
+    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument(
+        "--preset",
+        choices=("scratch", "paper", "paper-code"),
+        help="scratch (default for named sizes: lr 1e-3, batch 8, 3 epochs); paper (default for checkpoints): "
+        "Table 8 as printed: 10 epochs, batch 1, gradient accumulation 1, 10 warmup steps, lr 1e-5, "
+        "weight decay 0.01, AdamW, bf16; paper-code: the same with gradient accumulation 2, as the paper's code",
+    )
+    p.add_argument("--epochs", type=float)
+    p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (overrides --epochs)")
+    p.add_argument("--batch-size", type=int, help="per-device batch size")
+    p.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, help="train on the first N records only")
+    p.add_argument("--sizes", type=_sizes, help="train on maps of these sizes only, e.g. 3,4")
+    p.add_argument("--lora", action="store_true", help="LoRA adapters (peft) instead of full fine-tuning")
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--lora-alpha", type=int, default=32)
+    p.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bf16 mixed precision (default: on with a GPU or a CPU with native bf16)",
+    )
+    p.add_argument(
+        "--gradient-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="default: on for checkpoints on a GPU, off otherwise (2x slower for small models)",
+    )
+    p.add_argument("--max-length", type=int, help="truncate conversations to N tokens (default: never)")
+    p.add_argument("--save-steps", type=int, help="checkpoint every N steps (default: ~5 per run, last 2 kept)")
+    p.add_argument("--logging-steps", type=int)
+    p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
+    p.set_defaults(handler=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from lakeshift.models.train import options_from_dict, train
+
+    final = train(options_from_dict(vars(args)))
+    print(f"lakeshift train: model saved to {final}", file=sys.stderr)
+    return 0
+
+
+def _register_predict(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "predict",
+        help="generate predictions for a split (hf, vllm or any OpenAI-compatible API); resumable",
+        description=(
+            "Answers the prompts (system + user turns) of DATA/<split>/sft/<input>__<cot>.jsonl and appends one "
+            "JSON line per map to OUT (id, output, n_output_tokens, model, input_format, cot_format, split, "
+            "decoding). Rerunning skips ids already in OUT. Greedy decoding unless --temperature > 0."
+        ),
+    )
+    p.add_argument("--model", required=True, help="run folder, checkpoint folder, hub id, or API model name")
+    p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf")
+    p.add_argument("--data", required=True)
+    p.add_argument("--split", default="id-test")
+    p.add_argument("--input", dest="input_format", choices=INPUTS, help="default: the run's (run.json)")
+    p.add_argument("--cot", dest="cot_format", choices=COTS, help="default: the run's (run.json), else none")
+    p.add_argument("--out", required=True, help="predictions JSONL (appended to; finished ids are skipped)")
+    p.add_argument("--limit", type=int, help="first N maps only")
+    p.add_argument("--sizes", type=_sizes, help="maps of these sizes only, e.g. 7,8")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT format + 16; "
+        "openai: no limit sent",
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (recorded; unused when greedy)")
+    p.add_argument("--batch-size", type=int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)")
+    p.add_argument("--base-url", default="https://api.openai.com/v1", help="openai: endpoint base URL")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable with the key")
+    p.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
+    p.add_argument("--max-retries", type=int, default=6, help="openai: retries per request (429, 5xx, network)")
+    p.add_argument("--timeout", type=float, default=600.0, help="openai: seconds per request")
+    p.set_defaults(handler=_predict)
+
+
+def _run_formats(model: str) -> tuple[str | None, str | None]:
+    run = Path(model) / "run.json"
+    if not run.is_file():
+        return None, None
+    try:
+        record = json.loads(run.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise LakeshiftError(f"{run}: malformed JSON ({err.msg})") from None
+    return record.get("input_format"), record.get("cot_format")
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from lakeshift.models.predict import make_backend, predict
+
+    run_input, run_cot = _run_formats(args.model)
+    input_format = args.input_format or run_input
+    cot_format = args.cot_format or run_cot or "none"
+    if input_format is None:
+        raise LakeshiftError("--input is required (the model is not a lakeshift run folder with a run.json)")
+    if args.temperature < 0:
+        raise LakeshiftError(f"--temperature {args.temperature}: must be >= 0")
+    kwargs: dict[str, Any] = {"batch_size": args.batch_size}
+    if args.backend == "openai":
+        kwargs = {
+            "base_url": args.base_url,
+            "api_key_env": args.api_key_env,
+            "concurrency": args.concurrency,
+            "max_retries": args.max_retries,
+            "timeout": args.timeout,
+        }
+    backend = make_backend(args.backend, args.model, **kwargs)
+    stats = predict(
+        backend,
+        args.data,
+        args.split,
+        input_format,
+        cot_format,
+        args.out,
+        sizes=args.sizes,
+        limit=args.limit,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
+    print(
+        f"lakeshift predict: {stats['written']} new, {stats['done_before']} already done, "
+        f"{stats['total']} maps -> {args.out}",
+        file=sys.stderr,
+    )
+    return 0

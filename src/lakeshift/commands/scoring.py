@@ -1,0 +1,231 @@
+"""``lakeshift score``, ``lakeshift report`` and ``lakeshift baseline``.
+
+How ``report`` finds its inputs
+-------------------------------
+Every ``*.jsonl`` under ``RUNS_DIR`` (recursively, sorted) whose first record has ``id`` and ``output`` is a
+predictions file; other JSONL files (scored records, logs) are skipped. Its maps file is, in this order:
+
+1. the ``maps`` field of its first record (a path; relative paths are relative to the predictions file);
+2. ``DATA_DIR/<split>/maps.jsonl`` with ``--data DATA_DIR``, where ``<split>`` is the first record's
+   ``split`` field, else the file name without ``.jsonl`` (``runs/grid__grid+desc/ood-dist.jsonl``).
+
+Records without ``model`` / ``input_format`` / ``cot_format`` take them from the file's folder: the model is
+the folder path relative to ``RUNS_DIR`` and a folder named ``<input>__<cot>`` gives the two formats.
+The Figure 4 training histogram uses ``--train-maps`` or, with ``--data``, ``DATA_DIR/id-train/maps.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+
+COMPAT_CHOICES = ("frozen_ood", "vsp")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``score``, ``report`` and ``baseline``."""
+    p = subparsers.add_parser(
+        "score",
+        help="score a predictions file against its maps",
+        description="Extract each output's plan, simulate it and print accuracy (95%% Wilson CI), per-size "
+        "accuracy and verdict counts.",
+    )
+    p.add_argument("--maps", required=True, type=Path, help="maps.jsonl of the split")
+    p.add_argument("--predictions", required=True, type=Path, help="predictions JSONL (id, output, ...)")
+    p.add_argument("--out", type=Path, help="write one scored record per map (JSONL)")
+    _common(p)
+    p.set_defaults(handler=cmd_score)
+
+    p = subparsers.add_parser(
+        "report",
+        help="score every predictions file under RUNS_DIR and write tables, plots and report.html",
+        description=__doc__.split("How ``report``")[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("runs_dir", type=Path, metavar="RUNS_DIR")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--data", type=Path, help="suite folder with <split>/maps.jsonl")
+    p.add_argument("--train-maps", type=Path, help="training maps.jsonl for the Figure 4 histogram")
+    p.add_argument("--examples", type=int, default=600, help="examples embedded in report.html (default 600)")
+    p.add_argument("--no-baselines", action="store_true", help="do not add the oracle/greedy/random rows")
+    p.add_argument("--no-images", action="store_true", help="do not embed map images in report.html")
+    _common(p)
+    p.set_defaults(handler=cmd_report)
+
+    p = subparsers.add_parser(
+        "baseline",
+        help="predictions of a reference policy (oracle, greedy, random)",
+        description="Writes a policy's predictions in the predictions format and prints their score.",
+    )
+    p.add_argument("--maps", required=True, type=Path)
+    p.add_argument("--policy", required=True, choices=("oracle", "greedy", "random"))
+    p.add_argument("--out", type=Path, help="predictions JSONL to write")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
+    p.add_argument("--cot", help="oracle only: write the reference completion of this CoT format")
+    p.set_defaults(handler=cmd_baseline)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--compat",
+        choices=COMPAT_CHOICES,
+        help="frozen_ood: the paper's evaluator exactly; vsp: VSP's 'Action plan:' evaluator",
+    )
+    p.add_argument("--strict", action="store_true", help="bad prediction records are errors, not warnings")
+    p.add_argument("--no-faithfulness", action="store_true", help="skip the CoT faithfulness check")
+
+
+def _print_warnings(warnings: list[str], limit: int = 10) -> None:
+    if not warnings:
+        return
+    print(f"warnings: {len(warnings)}", file=sys.stderr)
+    for w in warnings[:limit]:
+        print(f"  {w}", file=sys.stderr)
+    if len(warnings) > limit:
+        print(f"  ... {len(warnings) - limit} more", file=sys.stderr)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from lakeshift.io import write_jsonl
+    from lakeshift.report import fmt_summary
+    from lakeshift.scoring import load_scoring_maps, read_predictions, score_predictions, summarize
+
+    maps = load_scoring_maps(args.maps)
+    preds = read_predictions(args.predictions, maps, strict=args.strict)
+    records = list(score_predictions(maps, preds, compat=args.compat, check_trace=not args.no_faithfulness))
+    if args.out:
+        write_jsonl(args.out, records)
+    summary = summarize(records)
+    print(
+        f"{args.predictions}: {len(preds.predictions)} predictions for {len(maps)} maps"
+        + (f" (compat {args.compat})" if args.compat else "")
+    )
+    print(fmt_summary(summary))
+    traced = [r for r in records if r.get("trace_faithful") is not None]
+    if traced:
+        faithful = sum(bool(r["trace_faithful"]) for r in traced)
+        print(f"CoT faithfulness: {faithful}/{len(traced)} traces match the true states and the answer")
+    problems = []
+    if preds.malformed:
+        problems.append(f"{preds.malformed} malformed lines")
+    if preds.unknown_ids:
+        problems.append(f"{preds.unknown_ids} ids not in the maps file (ignored)")
+    if preds.duplicates:
+        problems.append(f"{preds.duplicates} duplicate ids")
+    if summary["verdicts"].get("missing"):
+        problems.append(f"{summary['verdicts']['missing']} maps without a prediction (scored missing)")
+    if problems:
+        print("problems: " + "; ".join(problems))
+    _print_warnings(preds.warnings)
+    return 0
+
+
+def _first_record(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    rec = json.loads(line)
+                    return rec if isinstance(rec, dict) else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return None
+
+
+def find_runs(runs_dir: Path, data: Path | None) -> list[Any]:
+    """Predictions files under ``runs_dir`` with their maps files (see the module docstring).
+
+    Raises:
+        LakeshiftError: ``runs_dir`` is missing, holds no predictions file, or a file's maps cannot be found.
+    """
+    from lakeshift.analysis import COT_ORDER, INPUT_ORDER
+    from lakeshift.report import RunInput
+
+    if not runs_dir.is_dir():
+        raise LakeshiftError(f"{runs_dir}: no such folder")
+    runs = []
+    for path in sorted(runs_dir.rglob("*.jsonl")):
+        first = _first_record(path)
+        if first is None or "id" not in first or "output" not in first:
+            continue
+        if first.get("maps"):
+            maps_path = Path(first["maps"])
+            if not maps_path.is_absolute():
+                maps_path = path.parent / maps_path
+        elif data is not None:
+            split = str(first.get("split") or path.stem)
+            maps_path = data / split / "maps.jsonl"
+        else:
+            raise LakeshiftError(
+                f"{path}, line 1: no 'maps' field and no --data DATA_DIR: cannot tell which maps it answers"
+            )
+        if not maps_path.is_file():
+            raise LakeshiftError(f"{path}: maps file {maps_path} not found")
+        rel = path.parent.relative_to(runs_dir)
+        folder = str(rel) if str(rel) != "." else path.stem
+        defaults: dict[str, Any] = {"model": folder}
+        inp, sep, cot = path.parent.name.partition("__")
+        if sep and inp in INPUT_ORDER and cot in COT_ORDER:
+            defaults.update(input_format=inp, cot_format=cot)
+        name = f"{folder}__{path.stem}".replace("/", "_")
+        runs.append(RunInput(path, maps_path, defaults, name))
+    if not runs:
+        raise LakeshiftError(f"{runs_dir}: no predictions files (*.jsonl with 'id' and 'output') found")
+    return runs
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from lakeshift.report import build_report
+
+    runs = find_runs(args.runs_dir, args.data)
+    train = args.train_maps
+    if train is None and args.data is not None and (args.data / "id-train" / "maps.jsonl").is_file():
+        train = args.data / "id-train" / "maps.jsonl"
+    result = build_report(
+        runs,
+        args.out,
+        compat=args.compat,
+        strict=args.strict,
+        train_maps=train,
+        baselines=() if args.no_baselines else ("oracle", "greedy", "random"),
+        check_trace=not args.no_faithfulness,
+        n_examples=args.examples,
+        images=not args.no_images,
+    )
+    print(f"scored {result.n_records} records from {len(runs)} predictions files ({len(result.runs)} runs)")
+    table1 = args.out / "table1.md"
+    if table1.is_file():
+        print(table1.read_text(encoding="utf-8"))
+    print(f"wrote {len(result.files)} files to {args.out} (open {args.out / 'report.html'})")
+    _print_warnings(result.warnings)
+    return 0
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from lakeshift.baselines import baseline_predictions
+    from lakeshift.io import write_jsonl
+    from lakeshift.report import fmt_summary
+    from lakeshift.scoring import PredictionsFile, Prediction, load_scoring_maps, score_predictions, summarize
+
+    if args.cot and args.policy != "oracle":
+        raise LakeshiftError("--cot is only meaningful with --policy oracle")
+    maps = load_scoring_maps(args.maps)
+    rows = baseline_predictions(maps.values(), args.policy, seed=args.seed, cot=args.cot)
+    if args.out:
+        write_jsonl(args.out, rows)
+        print(f"wrote {len(rows)} predictions to {args.out}")
+    preds = {
+        r["id"]: Prediction(
+            r["id"], r["output"], {k: v for k, v in r.items() if k not in ("id", "output")}, i
+        )
+        for i, r in enumerate(rows, start=1)
+    }
+    records = list(score_predictions(maps, PredictionsFile(args.maps, preds, [])))
+    print(f"policy {args.policy} on {args.maps}:")
+    print(fmt_summary(summarize(records)))
+    return 0

@@ -1,0 +1,76 @@
+"""YAML loading that remembers where every value came from, so config errors can name file and line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+
+
+@dataclass
+class SourcedConfig:
+    """A parsed YAML document plus the line of every key path (``"models[2].cot"`` -> 14)."""
+
+    path: Path
+    data: Any
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def where(self, key_path: str) -> str:
+        """``file:line`` of a key path, falling back to its closest located parent."""
+        probe = key_path
+        while probe:
+            if probe in self.lines:
+                return f"{self.path}:{self.lines[probe]}"
+            probe = probe.rsplit(".", 1)[0] if "." in probe else probe.rsplit("[", 1)[0] if "[" in probe else ""
+        return str(self.path)
+
+    def error(self, key_path: str, message: str) -> LakeshiftError:
+        return LakeshiftError(f"{self.where(key_path)}: {key_path}: {message}")
+
+
+def load_yaml(path: str | Path) -> SourcedConfig:
+    """Parses a YAML file, recording the 1-based line of every mapping key and list item.
+
+    Raises:
+        LakeshiftError: the file is missing or is not valid YAML (with the line of the problem).
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise LakeshiftError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise LakeshiftError(f"{where}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    lines: dict[str, int] = {}
+    data = _to_python(node, "", lines, path) if node is not None else {}
+    return SourcedConfig(path, data, lines)
+
+
+def _to_python(node: Any, key_path: str, lines: dict[str, int], path: Path) -> Any:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            child = f"{key_path}.{key}" if key_path else key
+            if key in out:
+                raise LakeshiftError(f"{path}:{key_node.start_mark.line + 1}: duplicate key {child!r}")
+            lines[child] = key_node.start_mark.line + 1
+            out[key] = _to_python(value_node, child, lines, path)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for i, item in enumerate(node.value):
+            child = f"{key_path}[{i}]"
+            lines[child] = item.start_mark.line + 1
+            items.append(_to_python(item, child, lines, path))
+        return items
+    return yaml.SafeLoader(" ").construct_object(node, deep=True)

@@ -1,0 +1,179 @@
+"""Map formats: the image and the three text formats (``desc``, ``table``, ``grid``) of the paper.
+
+Every text format has a module with ``render_state(state, ...) -> str`` and ``parse(text) -> BoardState``;
+this package dispatches on the format name:
+
+* :func:`render` draws a :class:`~lakeshift.env.FrozenLakeMap` (optionally with the player moved to another
+  cell, for the intermediate states of a CoT trace);
+* :func:`parse` reads one map block back (as a model writes it: surrounding whitespace is ignored) and
+  raises :class:`FormatError` with a reason when the text is malformed;
+* :func:`file_text` gives the exact contents of VSP's reference files (``pure_text/*.txt`` has no trailing
+  newline, ``table/*.txt`` has one).
+
+Convention: ``render`` never ends with a newline, in every text format, so map blocks compose into prompts and
+traces without stray blank lines. Only :func:`file_text` adds VSP's trailing newline to tables.
+
+A drawn state is a :class:`BoardState`: the holes, the player cell and the goal cell. When the player stands
+on the goal, the text shows only the player (``@`` / ``P``), so the goal is ``None`` in a parsed state; the
+description format still names the goal cell, and its parser also returns ``goal=None`` in that case so all
+formats agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from lakeshift.env import Cell, FrozenLakeMap, MapError
+
+INPUT_FORMATS: tuple[str, ...] = ("image", "desc", "table", "grid")
+TEXT_FORMATS: tuple[str, ...] = ("desc", "table", "grid")
+TABLE_STYLES: tuple[str, ...] = ("compact", "aligned")
+
+
+class FormatError(ValueError):
+    """Text that is not a well-formed map in the expected format (the message says why)."""
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """What one drawn map shows: size, holes, player cell and goal cell (``None`` under the player).
+
+    Attributes:
+        size: Side length ``n``.
+        holes: Hole cells ``(row, col)``, 0-based.
+        player: The player's cell.
+        goal: The goal's cell, or ``None`` when the player stands on it (the text then shows only the player).
+    """
+
+    size: int
+    holes: frozenset[Cell]
+    player: Cell
+    goal: Cell | None
+
+    @classmethod
+    def of(cls, m: FrozenLakeMap, player: Cell | None = None) -> BoardState:
+        """The state of map ``m`` with the player at ``player`` (default: the start).
+
+        Raises:
+            ValueError: ``player`` is outside the map or on a hole (no format can draw that).
+        """
+        pos = m.start if player is None else (int(player[0]), int(player[1]))
+        if not m.inside(pos):
+            raise ValueError(f"player cell {pos} is outside the {m.size}x{m.size} map")
+        if pos in m.holes:
+            raise ValueError(f"player cell {pos} is a hole: no format draws a player in a hole")
+        return cls(m.size, m.holes, pos, None if pos == m.goal else m.goal)
+
+    def to_map(self, goal: Cell | None = None) -> FrozenLakeMap:
+        """The map with the player as start.
+
+        Args:
+            goal: The goal cell to use when this state has none (player on the goal); ignored otherwise.
+
+        Raises:
+            FormatError: the state has no goal and none is given, or the cells do not form a valid map.
+        """
+        g = self.goal if self.goal is not None else goal
+        if g is None:
+            raise FormatError("the player stands on the goal: pass the goal cell to build a map")
+        try:
+            return FrozenLakeMap(self.size, self.holes, self.player, g)
+        except MapError as err:
+            raise FormatError(str(err)) from None
+
+    def cell_symbol(self, r: int, c: int) -> str:
+        """``"player"``, ``"goal"``, ``"hole"`` or ``"empty"`` for one cell (the player hides the goal)."""
+        if (r, c) == self.player:
+            return "player"
+        if (r, c) == self.goal:
+            return "goal"
+        return "hole" if (r, c) in self.holes else "empty"
+
+
+def check_state(size: int, holes: set[Cell], player: Cell | None, goal: Cell | None, what: str) -> BoardState:
+    """Validates parsed pieces and builds the state (shared by the parsers).
+
+    Raises:
+        FormatError: no player, a cell outside the map, the player or goal on a hole.
+    """
+    if size < 2:
+        raise FormatError(f"{what}: map size must be at least 2, got {size}")
+    if player is None:
+        raise FormatError(f"{what}: no player")
+    for name, cell in (("player", player), ("goal", goal), *(("hole", h) for h in sorted(holes))):
+        if cell is not None and not (0 <= cell[0] < size and 0 <= cell[1] < size):
+            raise FormatError(f"{what}: {name} at row {cell[0] + 1}, column {cell[1] + 1} is outside the map")
+    if player in holes:
+        raise FormatError(f"{what}: the player is on a hole")
+    if goal is not None and goal in holes:
+        raise FormatError(f"{what}: the goal is on a hole")
+    return BoardState(size, frozenset(holes), player, None if goal == player else goal)
+
+
+def _module(fmt: str) -> ModuleType:
+    from lakeshift.formats import desc, grid, table
+
+    modules = {"desc": desc, "table": table, "grid": grid}
+    if fmt not in modules:
+        raise ValueError(f"unknown text format {fmt!r} (expected one of {', '.join(TEXT_FORMATS)})")
+    return modules[fmt]
+
+
+def render(m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str | None = None) -> str:
+    """Draws map ``m`` in a text format (no trailing newline).
+
+    Args:
+        m: The map.
+        fmt: ``"desc"``, ``"table"`` or ``"grid"``.
+        player: Draw the player here instead of at the start (an intermediate CoT state).
+        style: Table only: ``"compact"`` (default, VSP's files) or ``"aligned"`` (the paper's figure).
+
+    Raises:
+        ValueError: unknown format or style, or ``player`` outside the map or on a hole.
+    """
+    return render_state(BoardState.of(m, player), fmt, style=style)
+
+
+def render_state(state: BoardState, fmt: str, *, style: str | None = None) -> str:
+    """Draws a :class:`BoardState` in a text format (no trailing newline); see :func:`render`."""
+    module = _module(fmt)
+    if fmt == "table":
+        return module.render_state(state, style=style or "compact")
+    if style not in (None, "compact"):
+        raise ValueError(f"style {style!r} applies to the table format only")
+    return module.render_state(state)
+
+
+def parse(text: str, fmt: str) -> BoardState:
+    """Parses one map block in a text format (surrounding whitespace ignored; both table styles accepted).
+
+    Raises:
+        FormatError: the text is not one well-formed map (the message says why).
+        ValueError: unknown format.
+    """
+    return _module(fmt).parse(text)
+
+
+def file_text(m: FrozenLakeMap, fmt: str) -> str:
+    """The exact contents of VSP's reference file for ``m``.
+
+    ``desc``: ``pure_text/*.txt`` (no trailing newline); ``table``: ``table/*.txt`` (compact, one trailing
+    newline). The grid has no reference file; it gets the table's convention (a trailing newline).
+    """
+    text = render(m, fmt)
+    return text if fmt == "desc" else text + "\n"
+
+
+__all__ = [
+    "INPUT_FORMATS",
+    "TABLE_STYLES",
+    "TEXT_FORMATS",
+    "BoardState",
+    "FormatError",
+    "check_state",
+    "file_text",
+    "parse",
+    "render",
+    "render_state",
+]

@@ -1,0 +1,250 @@
+"""Generating predictions with any backend, written incrementally so an interrupted run resumes.
+
+Every backend implements :class:`Backend`: ``run(items, emit)`` calls ``emit(item, generation)`` as soon as
+an answer is ready (in any order); :func:`predict` appends one JSON line per answer and flushes it, so a
+crash loses at most the answers in flight. Rerunning with the same ``--out`` skips every id already there
+(after checking the file was produced with the same model, formats, split and decoding settings).
+
+Default ``max_new_tokens`` (``hf`` and ``vllm``): 1.25 x the longest reference completion of the split's
+SFT file for the chosen CoT format, counted with the model's own tokenizer, plus 16. The split's longest
+references are on its largest maps, so the budget fits the format on the hardest maps with room for a model
+that is a little more verbose; a model that loops is cut there and scored as a failure. The ``openai``
+backend sends no limit unless ``--max-new-tokens`` is given: zero-shot models reason at their own length.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from lakeshift.errors import LakeshiftError
+from lakeshift.io import dumps
+from lakeshift.models.data import SftSet, load_sft, prompt_messages, reference_completion
+
+BACKENDS = ("hf", "vllm", "openai")
+# Fields that must agree between the rows already in an output file and a resumed run.
+_RESUME_KEYS = ("model", "backend", "input_format", "cot_format", "split", "decoding")
+
+
+@dataclass
+class PromptItem:
+    """One prompt to answer.
+
+    Attributes:
+        id: the map id.
+        messages: the system and user turns (trl conversational format, as in the SFT file).
+        image_paths: absolute paths of the record's images (empty for text input).
+    """
+
+    id: str
+    messages: list[dict[str, Any]]
+    image_paths: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class Generation:
+    """One answer: text, number of generated tokens (None if the backend cannot tell), why it stopped."""
+
+    text: str
+    n_output_tokens: int | None
+    finish_reason: str | None = None
+
+
+@dataclass
+class Decoding:
+    """Decoding settings, recorded in every prediction row. ``temperature == 0`` means greedy."""
+
+    max_new_tokens: int | None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"greedy": self.greedy, "max_new_tokens": self.max_new_tokens}
+        if not self.greedy:
+            out.update(temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+        return out
+
+
+Emit = Callable[[PromptItem, Generation], None]
+
+
+class Backend(Protocol):
+    """What :func:`predict` needs from a backend."""
+
+    name: str
+    model_id: str
+
+    def check(self, input_format: str) -> None:
+        """Fails fast (LakeshiftError) on an impossible request, before any long work."""
+
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` for the model (None when unknown, e.g. a remote API)."""
+
+    def run(self, items: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
+        """Answers every item, calling ``emit`` as each answer is ready."""
+
+
+def items_from(sft: SftSet) -> list[PromptItem]:
+    """The prompts (system + user turns) of an SFT set, with absolute image paths."""
+    return [
+        PromptItem(r["id"], prompt_messages(r), [sft.split_dir / p for p in r.get("images", [])])
+        for r in sft.records
+    ]
+
+
+def default_max_new_tokens(full: SftSet, backend: Backend) -> int | None:
+    """1.25 x the longest reference completion (model tokens) + 16; None when tokens cannot be counted.
+
+    Raises:
+        LakeshiftError: the SFT file has no reference completions to measure.
+    """
+    refs = [c for c in (reference_completion(r) for r in full.records) if c]
+    if not refs:
+        raise LakeshiftError(f"{full.path}: no reference completions to size max_new_tokens; pass --max-new-tokens")
+    # The longest in characters is (nearly) the longest in tokens; measure a few to be safe and fast.
+    longest = sorted(refs, key=len, reverse=True)[:8]
+    counts = [backend.count_tokens(text) for text in longest]
+    if any(c is None for c in counts):
+        return None
+    return math.ceil(1.25 * max(c for c in counts if c is not None)) + 16
+
+
+def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
+    """Ids already in ``out``; drops a torn last line left by a crash; checks the settings match."""
+    if not out.is_file():
+        return set()
+    raw = out.read_bytes()
+    good = raw if raw.endswith(b"\n") or not raw else raw[: raw.rfind(b"\n") + 1]
+    done: set[str] = set()
+    for lineno, line in enumerate(good.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise LakeshiftError(f"{out}, line {lineno}: malformed JSON ({err.msg})") from None
+        for key in _RESUME_KEYS:
+            if row.get(key) != expect[key]:
+                raise LakeshiftError(
+                    f"{out}, line {lineno}: field {key!r} is {row.get(key)!r} but this run has {expect[key]!r}; "
+                    "use another --out (or delete the file) instead of mixing settings"
+                )
+        done.add(str(row["id"]))
+    if len(good) != len(raw):
+        # A crash mid-write leaves a torn line: cut it so the file stays valid JSONL.
+        with out.open("r+b") as f:
+            f.truncate(len(good))
+    return done
+
+
+def predict(
+    backend: Backend,
+    data: str | Path,
+    split: str,
+    input_format: str,
+    cot_format: str,
+    out: str | Path,
+    *,
+    sizes: list[int] | None = None,
+    limit: int | None = None,
+    max_new_tokens: int | None = None,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+) -> dict[str, int]:
+    """Writes predictions for one split and format pair to ``out`` (JSONL), resuming where it stopped.
+
+    Returns:
+        ``{"done_before": n, "written": n, "total": n}``.
+
+    Raises:
+        LakeshiftError: bad input (missing data, image input for a text model, unreachable API, a
+            prediction file written with other settings), before any generation starts.
+    """
+    out = Path(out)
+    backend.check(input_format)
+    full = load_sft(data, split, input_format, cot_format, need_assistant=False)
+    sft = load_sft(data, split, input_format, cot_format, sizes=sizes, limit=limit, need_assistant=False)
+    if max_new_tokens is None and backend.name != "openai":
+        max_new_tokens = default_max_new_tokens(full, backend)
+    decoding = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
+    base = {
+        "model": backend.model_id,
+        "backend": backend.name,
+        "input_format": input_format,
+        "cot_format": cot_format,
+        "split": split,
+        "decoding": decoding.record(),
+    }
+    done = _read_done(out, base)
+    todo = [item for item in items_from(sft) if item.id not in done]
+    stats = {"done_before": len(done & {r["id"] for r in sft.records}), "written": 0, "total": len(sft.records)}
+    if not todo:
+        return stats
+    from tqdm.auto import tqdm
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=len(sft.records), initial=stats["done_before"], desc="predict", unit="map")
+    tokens, start = 0, time.time()
+    with out.open("a", encoding="utf-8") as f:
+
+        def emit(item: PromptItem, gen: Generation) -> None:
+            nonlocal tokens
+            row = {"id": item.id, "output": gen.text, "n_output_tokens": gen.n_output_tokens}
+            row["finish_reason"] = gen.finish_reason
+            row.update(base)
+            if item.id in sft.sizes:
+                row["size"] = sft.sizes[item.id]
+            row["data_sha256"] = sft.sha256
+            f.write(dumps(row) + "\n")
+            f.flush()
+            stats["written"] += 1
+            tokens += gen.n_output_tokens or 0
+            bar.update(1)
+            if tokens:
+                bar.set_postfix({"tok/s": f"{tokens / max(time.time() - start, 1e-9):.0f}"}, refresh=False)
+
+        try:
+            backend.run(todo, decoding, emit)
+        finally:
+            bar.close()
+    return stats
+
+
+def make_backend(name: str, model: str, **kwargs: Any) -> Backend:
+    """Instantiates a backend by name (imports are lazy: vLLM and torch load only when used)."""
+    if name == "hf":
+        from lakeshift.models.backends.hf import HFBackend
+
+        return HFBackend(model, **kwargs)
+    if name == "vllm":
+        from lakeshift.models.backends.vllm import VLLMBackend
+
+        return VLLMBackend(model, **kwargs)
+    if name == "openai":
+        from lakeshift.models.backends.openai import OpenAIBackend
+
+        return OpenAIBackend(model, **kwargs)
+    raise LakeshiftError(f"--backend {name}: unknown (choose from {', '.join(BACKENDS)})")
+
+
+def batched(items: Iterable[PromptItem], size: int) -> Iterable[list[PromptItem]]:
+    """Consecutive chunks of ``size`` items."""
+    chunk: list[PromptItem] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,321 @@
+"""Which model a name means: named from-scratch sizes, local folders, run folders, hub ids; text vs vision.
+
+``resolve_model`` only reads configs (cheap, no weights), so bad names fail before any long work. The
+``load_*`` and ``build_*`` functions do the heavy part.
+
+Named sizes are Qwen2-architecture models with random weights and a character tokenizer built from the
+training data (see :mod:`lakeshift.models.tokenizer`); ``tiny-vl`` is a random Qwen2.5-VL of the same
+spirit that exercises the image path on a CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+from lakeshift.models.tokenizer import IM_END, PAD_TOKEN, build_char_tokenizer, load_tokenizer
+
+# Qwen2 shapes (hidden, layers, heads, kv heads, MLP width). Parameter counts are for a ~100-symbol vocabulary.
+NAMED_SIZES: dict[str, dict[str, int]] = {
+    "micro": {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "mlp": 192},  # ~0.1M: tests
+    "tiny": {"hidden": 256, "layers": 4, "heads": 4, "kv_heads": 2, "mlp": 688},  # ~3M: CPU runs
+    "small": {"hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "mlp": 1376},  # ~21M
+    "base": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 4, "mlp": 2048},  # ~75M: GPU
+}
+TINY_VL = "tiny-vl"
+NAMED_MODELS = (*NAMED_SIZES, TINY_VL)
+# Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
+# table+desc traces on 10x10 maps reach ~15k characters).
+MAX_POSITIONS = 32768
+# Tiny-VL images are resized to at most this many pixels (the 7B model keeps Qwen's own limits).
+TINY_VL_MAX_PIXELS = 112 * 112
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+RUN_FILE = "run.json"
+
+
+@dataclass
+class ModelSpec:
+    """A resolved ``--model`` argument.
+
+    Attributes:
+        name: what the user passed.
+        kind: ``"named"`` (built from scratch), ``"path"`` (local folder) or ``"hub"`` (Hugging Face id).
+        source: folder or hub id to load from (``None`` for named sizes).
+        vision: whether the model takes images (an image-text-to-text model such as Qwen2.5-VL).
+        model_type: the config's ``model_type`` (``qwen2`` for named sizes).
+        config: the raw config dict (empty for named sizes).
+    """
+
+    name: str
+    kind: str
+    source: str | None
+    vision: bool
+    model_type: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def _vision_types() -> set[str]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    return set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+
+
+def _causal_types() -> set[str]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def model_folder(path: Path) -> Path:
+    """The weights folder of ``path``: a training run folder's ``model/`` or the folder itself."""
+    if (path / RUN_FILE).is_file() and (path / "model" / "config.json").is_file():
+        return path / "model"
+    return path
+
+
+def resolve_model(name: str) -> ModelSpec:
+    """Resolves ``--model`` without loading weights.
+
+    Raises:
+        LakeshiftError: unknown name, a folder without ``config.json``, an unreachable hub id, or a model that
+            is neither a causal LM nor an image-text-to-text model.
+    """
+    if name in NAMED_SIZES:
+        return ModelSpec(name, "named", None, False, "qwen2")
+    if name == TINY_VL:
+        return ModelSpec(name, "named", None, True, "qwen2_5_vl")
+    path = Path(name)
+    if path.exists():
+        if not path.is_dir():
+            raise LakeshiftError(f"--model {name}: not a folder (expected a checkpoint or training run folder)")
+        folder = model_folder(path)
+        config_file = folder / "config.json"
+        if not config_file.is_file():
+            if (path / RUN_FILE).is_file():
+                raise LakeshiftError(f"--model {name}: the run has no model/ yet (training unfinished?)")
+            raise LakeshiftError(f"--model {name}: {config_file} not found (not a model checkpoint folder)")
+        try:
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise LakeshiftError(f"{config_file}: malformed JSON ({err.msg})") from None
+        return _spec_from_config(name, "path", str(folder), config)
+    if not _HUB_ID.match(name):
+        raise LakeshiftError(
+            f"--model {name}: unknown model: not one of the named sizes ({', '.join(NAMED_MODELS)}), "
+            "not an existing folder, and not a Hugging Face id of the form org/name"
+        )
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(name).to_dict()
+    except (OSError, ValueError) as err:
+        raise LakeshiftError(f"--model {name}: cannot load its config from the Hugging Face hub ({err})") from None
+    return _spec_from_config(name, "hub", name, config)
+
+
+def _spec_from_config(name: str, kind: str, source: str, config: dict[str, Any]) -> ModelSpec:
+    model_type = str(config.get("model_type", ""))
+    if model_type in _vision_types() or "vision_config" in config:
+        return ModelSpec(name, kind, source, True, model_type, config)
+    if model_type in _causal_types():
+        return ModelSpec(name, kind, source, False, model_type, config)
+    raise LakeshiftError(
+        f"--model {name}: model_type {model_type!r} is neither a causal language model nor an "
+        "image-text-to-text model; lakeshift trains and generates with those only"
+    )
+
+
+def check_modality(spec: ModelSpec, input_format: str) -> None:
+    """Refuses image input for a text-only model (a vision model may take text input, as in the paper).
+
+    Raises:
+        LakeshiftError: the combination cannot work.
+    """
+    if input_format == "image" and not spec.vision:
+        raise LakeshiftError(
+            f"--model {spec.name} is a text-only model ({spec.model_type}) but --input image needs an "
+            f"image-text-to-text model (e.g. Qwen/Qwen2.5-VL-7B-Instruct, or {TINY_VL} on CPU)"
+        )
+
+
+def build_named(name: str, texts: list[str]) -> tuple[Any, Any]:
+    """Builds a random-weights model and its processing class for a named size.
+
+    Args:
+        name: a key of :data:`NAMED_SIZES` or :data:`TINY_VL`.
+        texts: training texts for the character vocabulary.
+
+    Returns:
+        ``(model, tokenizer_or_processor)``.
+    """
+    if name == TINY_VL:
+        return build_tiny_vl(texts)
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    shape = NAMED_SIZES[name]
+    tokenizer = build_char_tokenizer(texts)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=shape["hidden"],
+        intermediate_size=shape["mlp"],
+        num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"],
+        max_position_embeddings=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        pad_token_id=tokenizer.convert_tokens_to_ids(PAD_TOKEN),
+    )
+    model = Qwen2ForCausalLM(config)
+    _set_generation_ids(model, tokenizer)
+    return model, tokenizer
+
+
+def _set_generation_ids(model: Any, tokenizer: Any) -> None:
+    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids(IM_END)
+    model.generation_config.pad_token_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+    model.generation_config.bos_token_id = None
+
+
+def image_only_processor_class() -> type:
+    """A Qwen2.5-VL processor without the video slot.
+
+    ``Qwen2_5_VLProcessor`` insists on a video processor, which needs torchvision (absent here: it drags in a
+    CUDA torch). Images are all this project feeds, so this subclass keeps the image processor and tokenizer.
+    """
+    from transformers import Qwen2_5_VLProcessor
+    from transformers.processing_utils import ProcessorMixin
+
+    class ImageOnlyQwenVLProcessor(Qwen2_5_VLProcessor):
+        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **_: Any):
+            self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+            self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+    return ImageOnlyQwenVLProcessor
+
+
+def build_tiny_vl(texts: list[str]) -> tuple[Any, Any]:
+    """A random Qwen2.5-VL small enough for CPU tests, with an image-only processor and a char tokenizer."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    tokenizer = build_char_tokenizer(texts, vision=True)
+    image_processor = Qwen2VLImageProcessorPil(
+        min_pixels=56 * 56, max_pixels=TINY_VL_MAX_PIXELS, patch_size=14, merge_size=2, temporal_patch_size=2
+    )
+    processor = image_only_processor_class()(image_processor, tokenizer, chat_template=tokenizer.chat_template)
+    ids = tokenizer.convert_tokens_to_ids
+    config = Qwen2_5_VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            # mrope sections (temporal, height, width) must sum to head_dim / 2 = 8.
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+            "max_position_embeddings": MAX_POSITIONS,
+            "bos_token_id": None,
+            "eos_token_id": ids(IM_END),
+            "pad_token_id": ids(PAD_TOKEN),
+        },
+        vision_config={
+            "depth": 2,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "fullatt_block_indexes": [1],
+            "window_size": 112,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        image_token_id=ids("<|image_pad|>"),
+        video_token_id=ids("<|video_pad|>"),
+        vision_start_token_id=ids("<|vision_start|>"),
+        vision_end_token_id=ids("<|vision_end|>"),
+        bos_token_id=None,
+        eos_token_id=ids(IM_END),
+        pad_token_id=ids(PAD_TOKEN),
+    )
+    model = Qwen2_5_VLForConditionalGeneration(config)
+    _set_generation_ids(model, tokenizer)
+    return model, processor
+
+
+def load_processing(spec: ModelSpec) -> Any:
+    """The tokenizer (text models) or processor (vision models) saved with a checkpoint."""
+    assert spec.source is not None
+    if not spec.vision:
+        if Path(spec.source).is_dir():
+            return load_tokenizer(spec.source)
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(spec.source)
+    if spec.model_type in ("qwen2_5_vl", "qwen2_vl"):
+        return _load_qwen_vl_processor(spec.source)
+    from transformers import AutoProcessor
+
+    return AutoProcessor.from_pretrained(spec.source)
+
+
+def _load_qwen_vl_processor(source: str) -> Any:
+    from transformers import AutoTokenizer
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    folder = Path(source)
+    if folder.is_dir():
+        tokenizer = load_tokenizer(folder)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    image_processor = Qwen2VLImageProcessorPil.from_pretrained(source)
+    template = None
+    if (folder / "chat_template.jinja").is_file():
+        template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    elif (folder / "chat_template.json").is_file():
+        template = json.loads((folder / "chat_template.json").read_text(encoding="utf-8")).get("chat_template")
+    template = template or tokenizer.chat_template
+    return image_only_processor_class()(image_processor, tokenizer, chat_template=template)
+
+
+def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
+    """Loads a checkpoint's weights (causal LM or image-text-to-text model)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    return cls.from_pretrained(spec.source, **kwargs)
+
+
+def tokenizer_of(processing: Any) -> Any:
+    """The tokenizer inside a processor, or the tokenizer itself."""
+    return getattr(processing, "tokenizer", processing)
+
+
+def freeze_vision_tower(model: Any) -> int:
+    """Freezes the vision encoder (as the paper does); returns the number of frozen parameters."""
+    tower = None
+    for holder in (model, getattr(model, "model", None)):
+        for attr in ("visual", "vision_tower", "vision_model"):
+            if holder is not None and getattr(holder, attr, None) is not None:
+                tower = getattr(holder, attr)
+                break
+        if tower is not None:
+            break
+    if tower is None:
+        raise LakeshiftError(f"{type(model).__name__}: cannot find its vision tower to freeze")
+    n = 0
+    for param in tower.parameters():
+        param.requires_grad_(False)
+        n += param.numel()
+    return n

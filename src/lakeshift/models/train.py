@@ -1,0 +1,460 @@
+"""Supervised fine-tuning with trl's ``SFTTrainer`` (loss on the assistant turn only), text or image input.
+
+The flow of :func:`train`, top to bottom:
+
+1. read the SFT file and resolve the model (cheap checks first: every bad input fails here);
+2. pick the hyper-parameters (preset, then explicit overrides);
+3. write ``run.json`` (data hash, formats, model, hyper-parameters, library versions, git commit);
+4. build or load the model and its tokenizer/processor (named sizes: random Qwen2 + character tokenizer);
+5. train with ``SFTTrainer`` (progress bar with loss and tokens/s, ``metrics.jsonl``, checkpoints, resume);
+6. save the final model to ``OUT/model`` (LoRA adapters merged; the adapter itself in ``OUT/adapter``).
+
+Presets (``--preset``):
+
+- ``scratch`` (default for named sizes): lr 1e-3, batch 8, 3 epochs, warmup 3%, weight decay 0.01.
+- ``paper`` (default for checkpoints): Table 8 of the paper as printed: 10 epochs, per-device batch 1,
+  gradient accumulation **1**, 10 warmup steps, lr 1e-5, weight decay 0.01, AdamW, bf16; plus gradient
+  checkpointing on GPU (as the paper's code).
+- ``paper-code``: the same with gradient accumulation **2**, as the paper's published training script.
+
+CPU defaults (measured, see ``notes/cpu-ml-stack.md``): bf16 autocast when the CPU has native bf16, no
+gradient checkpointing, length-grouped batches, no packing. Conversations are never truncated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+from lakeshift.io import atomic_write, dumps
+from lakeshift.models.data import SftSet, load_images, load_sft, split_hash
+from lakeshift.models.registry import (
+    RUN_FILE,
+    ModelSpec,
+    build_named,
+    check_modality,
+    freeze_vision_tower,
+    load_model,
+    load_processing,
+    resolve_model,
+    tokenizer_of,
+)
+from lakeshift.models.tokenizer import message_texts
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "scratch": {
+        "epochs": 3,
+        "batch_size": 8,
+        "grad_accum": 1,
+        "lr": 1e-3,
+        "warmup_ratio": 0.03,
+        "warmup_steps": 0,
+        "weight_decay": 0.01,
+    },
+    "paper": {
+        "epochs": 10,
+        "batch_size": 1,
+        "grad_accum": 1,
+        "lr": 1e-5,
+        "warmup_ratio": 0.0,
+        "warmup_steps": 10,
+        "weight_decay": 0.01,
+    },
+}
+PRESETS["paper-code"] = {**PRESETS["paper"], "grad_accum": 2}
+# Only these keys may differ between a run and its --resume (the schedule may be extended).
+_RESUMABLE_CHANGES = {"epochs", "max_steps", "save_steps", "logging_steps", "resume"}
+
+
+@dataclass
+class TrainOptions:
+    """Everything ``lakeshift train`` accepts (``None`` = take it from the preset or the machine)."""
+
+    data: str
+    input_format: str
+    cot_format: str
+    model: str
+    out: str
+    split: str = "id-train"
+    preset: str | None = None
+    epochs: float | None = None
+    max_steps: int | None = None
+    batch_size: int | None = None
+    grad_accum: int | None = None
+    lr: float | None = None
+    warmup_steps: int | None = None
+    weight_decay: float | None = None
+    seed: int = 0
+    limit: int | None = None
+    sizes: list[int] | None = None
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    bf16: bool | None = None
+    gradient_checkpointing: bool | None = None
+    max_length: int | None = None
+    save_steps: int | None = None
+    logging_steps: int | None = None
+    resume: bool = False
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU computes bf16 natively (avx512_bf16 or AMX), where bf16 autocast is ~2x faster."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str, Any]:
+    """The effective hyper-parameters: the preset, then every explicit option on top."""
+    preset = opts.preset or ("scratch" if spec.kind == "named" else "paper")
+    if preset not in PRESETS:
+        raise LakeshiftError(f"--preset {preset}: unknown (choose from {', '.join(PRESETS)})")
+    hp = {"preset": preset, **PRESETS[preset]}
+    for key in ("epochs", "batch_size", "grad_accum", "lr", "warmup_steps", "weight_decay"):
+        value = getattr(opts, key)
+        if value is not None:
+            hp[key] = value
+    if opts.warmup_steps is not None:
+        hp["warmup_ratio"] = 0.0
+    big = spec.kind != "named"
+    hp.update(
+        max_steps=opts.max_steps or -1,
+        seed=opts.seed,
+        bf16=opts.bf16 if opts.bf16 is not None else (cuda or cpu_has_bf16()),
+        # Checkpointing trades compute for memory: worth it for 7B on a GPU, a 2x slowdown for small models.
+        gradient_checkpointing=(
+            opts.gradient_checkpointing if opts.gradient_checkpointing is not None else (big and cuda)
+        ),
+        max_length=opts.max_length,
+        lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
+        save_steps=opts.save_steps,
+        logging_steps=opts.logging_steps,
+        # trl tokenizes image rows in the collator, after the sampler is built, so lengths are unknown there.
+        sampling="random" if opts.input_format == "image" else "group_by_length",
+        packing=False,
+    )
+    return hp
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("lakeshift", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+def git_commit() -> dict[str, Any]:
+    """The commit of the lakeshift source tree and whether it had uncommitted changes."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": bool(dirty)}
+
+
+def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "lakeshift-train",
+        "status": "running",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": sys.argv,
+        "data": {
+            "folder": str(Path(opts.data).resolve()),
+            "split": opts.split,
+            "file": str(sft.path.resolve()),
+            "sha256": sft.sha256,
+            "split_hash": split_hash(sft.split_dir),
+            "n_records": len(sft.records),
+            "limit": opts.limit,
+            "sizes": opts.sizes,
+        },
+        "input_format": opts.input_format,
+        "cot_format": opts.cot_format,
+        "model": {
+            "name": spec.name,
+            "kind": spec.kind,
+            "source": spec.source,
+            "vision": spec.vision,
+            "model_type": spec.model_type,
+        },
+        "hparams": hp,
+        "versions": _versions(),
+        "git": git_commit(),
+        "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
+    }
+
+
+def _check_resume(out: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Checks that a resumed run trains the same thing; returns the run record to continue."""
+    run_file = out / RUN_FILE
+    if not run_file.is_file():
+        raise LakeshiftError(f"--resume: {run_file} not found (nothing to resume)")
+    old = json.loads(run_file.read_text(encoding="utf-8"))
+    for key in ("input_format", "cot_format"):
+        if old.get(key) != record[key]:
+            raise LakeshiftError(f"--resume: {run_file} field {key!r} is {old.get(key)!r}, now {record[key]!r}")
+    if old["data"]["sha256"] != record["data"]["sha256"]:
+        raise LakeshiftError(f"--resume: the training file changed since {run_file} was written (sha256 differs)")
+    if old["model"]["name"] != record["model"]["name"]:
+        raise LakeshiftError(f"--resume: {run_file} trained {old['model']['name']!r}, not {record['model']['name']!r}")
+    for key, value in record["hparams"].items():
+        if key not in _RESUMABLE_CHANGES and old["hparams"].get(key) != value:
+            raise LakeshiftError(f"--resume: hyper-parameter {key!r} was {old['hparams'].get(key)!r}, now {value!r}")
+    record["created"] = old["created"]
+    record["resumed"] = [*old.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+    return record
+
+
+def _write_run(out: Path, record: dict[str, Any]) -> None:
+    with atomic_write(out / RUN_FILE) as f:
+        f.write(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+
+
+def _as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every content as a list of parts: Arrow cannot store string and list contents in one column."""
+    return [
+        {**m, "content": [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]}
+        for m in messages
+    ]
+
+
+def _rows(sft: SftSet) -> list[dict[str, Any]]:
+    if sft.input_format == "image":
+        return [
+            {"messages": _as_parts(r["messages"]), "images": load_images(sft.split_dir, r)}
+            for r in sft.records
+        ]
+    return [{"messages": r["messages"]} for r in sft.records]
+
+
+def _progress_callback(metrics_path: Path, is_main: bool) -> Any:
+    """A tqdm bar showing loss and real tokens/s, and a ``metrics.jsonl`` line per log event."""
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    class ProgressMetrics(TrainerCallback):
+        def __init__(self) -> None:
+            self.bar: Any = None
+            self.last: tuple[float, float] | None = None  # (time, num_tokens) at the previous log
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if is_main:
+                self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", unit="step")
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            if not is_main or not logs:
+                return
+            now, row = time.time(), {"step": state.global_step, "epoch": state.epoch, "time": time.time()}
+            row.update({k: v for k, v in logs.items() if isinstance(v, (int, float, str))})
+            tokens = logs.get("num_tokens")
+            if tokens is not None and self.last is not None and now > self.last[0] and tokens > self.last[1]:
+                row["tokens_per_s"] = (tokens - self.last[1]) / (now - self.last[0])
+            if tokens is not None:
+                self.last = (now, float(tokens))
+            with metrics_path.open("a", encoding="utf-8") as f:
+                f.write(dumps(row) + "\n")
+            if self.bar is not None and "loss" in logs:
+                post = {"loss": f"{logs['loss']:.4f}"}
+                if "tokens_per_s" in row:
+                    post["tok/s"] = f"{row['tokens_per_s']:.0f}"
+                self.bar.set_postfix(post, refresh=False)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    return ProgressMetrics()
+
+
+def _sft_config(out: Path, hp: dict[str, Any], n_records: int, cuda: bool) -> Any:
+    from trl import SFTConfig
+
+    steps_per_epoch = max(1, -(-n_records // (hp["batch_size"] * hp["grad_accum"])))
+    total = hp["max_steps"] if hp["max_steps"] > 0 else int(steps_per_epoch * hp["epochs"])
+    return SFTConfig(
+        output_dir=str(out),
+        num_train_epochs=hp["epochs"],
+        max_steps=hp["max_steps"],
+        per_device_train_batch_size=hp["batch_size"],
+        gradient_accumulation_steps=hp["grad_accum"],
+        learning_rate=hp["lr"],
+        warmup_steps=hp["warmup_steps"] or int(hp["warmup_ratio"] * total),
+        weight_decay=hp["weight_decay"],
+        optim="adamw_torch_fused" if cuda else "adamw_torch",
+        lr_scheduler_type="linear",
+        bf16=hp["bf16"],
+        activation_checkpointing=hp["gradient_checkpointing"],
+        seed=hp["seed"],
+        data_seed=hp["seed"],
+        assistant_only_loss=True,
+        packing=False,
+        max_length=hp["max_length"],
+        train_sampling_strategy=hp["sampling"],
+        logging_steps=hp["logging_steps"] or max(1, min(10, total // 20)),
+        # About five checkpoints per run (the last two kept), whatever the epoch length.
+        save_strategy="steps",
+        save_steps=hp["save_steps"] or max(1, -(-total // 5)),
+        save_total_limit=2,
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        use_cpu=not cuda,
+    )
+
+
+def train(opts: TrainOptions) -> Path:
+    """Fine-tunes (or trains from scratch) a model on one input x CoT format; returns the final model folder.
+
+    Raises:
+        LakeshiftError: any bad input, before the model is loaded.
+    """
+    out = Path(opts.out)
+    # 1. Cheap checks first.
+    spec = resolve_model(opts.model)
+    check_modality(spec, opts.input_format)
+    sft = load_sft(opts.data, opts.split, opts.input_format, opts.cot_format, sizes=opts.sizes, limit=opts.limit)
+    if (out / "model").exists() and not opts.resume:
+        raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
+    if (out / RUN_FILE).is_file() and not opts.resume:
+        raise LakeshiftError(f"--out {out}: holds an unfinished run; pass --resume to continue it")
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    # 2-3. Hyper-parameters and the run record.
+    hp = resolve_hparams(opts, spec, cuda)
+    record = _run_record(opts, spec, sft, hp)
+    if opts.resume:
+        record = _check_resume(out, record)
+    from accelerate import PartialState
+
+    is_main = PartialState().is_main_process
+    out.mkdir(parents=True, exist_ok=True)
+    if is_main:
+        _write_run(out, record)
+
+    # 4. Model and tokenizer/processor.
+    model, processing = _model_and_processing(spec, sft, out, opts.resume, cuda)
+    if spec.vision:
+        record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
+    peft_config = None
+    if hp["lora"]:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=hp["lora"]["r"],
+            lora_alpha=hp["lora"]["alpha"],
+            lora_dropout=hp["lora"]["dropout"],
+            target_modules="all-linear",
+            # Keep LoRA off the (frozen) vision tower: the paper adapts the language model only.
+            exclude_modules=r".*visual.*" if spec.vision else None,
+            task_type="CAUSAL_LM",
+        )
+    record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
+
+    # 5. Train.
+    from datasets import Dataset
+    from transformers import PrinterCallback
+    from transformers.utils import logging as hf_logging
+    from trl import SFTTrainer
+
+    trainer = SFTTrainer(
+        model=model,
+        args=_sft_config(out, hp, len(sft.records), cuda),
+        train_dataset=Dataset.from_list(_rows(sft)),
+        processing_class=processing,
+        peft_config=peft_config,
+    )
+    trainer.remove_callback(PrinterCallback)
+    # Our bar is the one to watch; transformers' per-checkpoint "Writing model shards" bars would bury it.
+    hf_logging.disable_progress_bar()
+    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main))
+    record["model"]["n_trainable_params"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    if is_main:
+        _write_run(out, record)
+    start = time.time()
+    result = trainer.train(resume_from_checkpoint=_last_checkpoint(out) if opts.resume else None)
+
+    # 6. Save the final model (merged when LoRA) with its tokenizer/processor.
+    final = out / "model"
+    if hp["lora"]:
+        trainer.model.save_pretrained(str(out / "adapter"))
+        merged = trainer.model.merge_and_unload()
+    else:
+        merged = trainer.model
+    if is_main:
+        merged.save_pretrained(str(final))
+        processing.save_pretrained(str(final))
+        record.update(
+            status="done",
+            finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            train_seconds=round(time.time() - start, 2),
+            global_step=trainer.state.global_step,
+            train_metrics={k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
+        )
+        _write_run(out, record)
+    return final
+
+
+def _last_checkpoint(out: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(out))
+    if last is None:
+        print(f"lakeshift train: no checkpoint in {out} yet; starting from the beginning", file=sys.stderr)
+    return last
+
+
+def _model_and_processing(spec: ModelSpec, sft: SftSet, out: Path, resume: bool, cuda: bool) -> tuple[Any, Any]:
+    """Named sizes: a fresh random model and a character tokenizer from the data (also saved in
+    ``OUT/tokenizer``); checkpoints: loaded from disk or the hub."""
+    import torch
+
+    if spec.kind == "named":
+        # The data hash is checked on --resume, so rebuilding from the same data gives the same vocabulary.
+        texts = [t for r in sft.records for t in message_texts(r["messages"])]
+        model, processing = build_named(spec.name, texts)
+        if not resume:
+            processing.save_pretrained(str(out / "tokenizer"))
+        return model, processing
+    # Full fine-tuning keeps fp32 master weights on CPU; on GPU load bf16 as the paper's 7B runs do.
+    dtype = torch.bfloat16 if cuda else torch.float32
+    processing = load_processing(spec)
+    return load_model(spec, dtype=dtype), processing
+
+
+def options_from_dict(values: dict[str, Any]) -> TrainOptions:
+    """A :class:`TrainOptions` from a dict (argparse namespace vars), ignoring unrelated keys."""
+    names = {f.name for f in dataclasses.fields(TrainOptions)}
+    return TrainOptions(**{k: v for k, v in values.items() if k in names})

@@ -1,0 +1,682 @@
+"""Scoring model outputs: answer extraction, simulation, one verdict per prediction, CoT faithfulness.
+
+Extraction modes (``compat``)
+-----------------------------
+* ``None`` (default, ours): the content of the **last** ``\\boxed{...}`` (braces balanced). Inside it, moves
+  are words or letters in any case (``UP``, ``up``, ``Up``, ``U``, ``u``) separated by commas, semicolons,
+  whitespace or arrows (``->``, ``→``, ``\\to``, ``\\rightarrow``); a run of upper-case letters such as
+  ``RRDD`` is read letter by letter; ``\\text{...}`` wrappers and enclosing brackets or quotes are removed.
+  Any other token makes the answer ``unparseable``: stray text never contributes letters.
+* ``"frozen_ood"``: the paper's evaluator exactly (``mathruler``'s ``extract_boxed_content`` and
+  ``simulate_vsp``): the last ``\\boxed{`` with balanced braces (unbalanced or absent gives the string
+  ``"None"``), upper-cased, and **every** ``U``, ``D``, ``R``, ``L`` character kept in order. So
+  ``\\boxed{RIGHT, UP}`` is ``R, U`` but ``\\boxed{PLAN}`` is ``L`` and ``\\boxed{DOWN}`` is ``D``.
+* ``"vsp"``: VSP's ``maze/task-main/eval.py``: the text after the first ``Action plan: `` (else
+  ``Action Plan: ``; when neither occurs VSP reads from character 12, which we reproduce), split on ``,``,
+  each part stripped of quotes, newlines, periods and spaces, and executed with gymnasium semantics: the
+  episode **stops** at a hole (failure) or at the goal (success, whatever follows); a part that is not one of
+  ``L D R U`` fails the plan where it is met.
+
+Rules and verdicts
+------------------
+Plans run under the environment's rules (:meth:`FrozenLakeMap.simulate`): off-edge moves stay in place,
+a hole fails at once, success iff the player ends on the goal. Each prediction gets exactly one verdict:
+
+=================  =================================================================================
+``success``        the plan solves the map
+``no_answer``      no answer found (no box, an empty box, no ``output``, an ambiguous duplicate)
+``unparseable``    an answer was found but is not a list of moves (reason in ``detail``)
+``fell_in_hole``   the plan enters a hole (``fell_at`` is the 1-based step)
+``passed_goal``    the plan reaches the goal and walks on, ending elsewhere
+``stopped_short``  the plan ends on a safe cell without ever reaching the goal
+``missing``        the predictions file has no record for this map (counted in every denominator)
+=================  =================================================================================
+
+Facts recorded with it: ``n_moves``, ``optimal`` (success with an optimal-length plan), ``off_edge_moves``,
+``progress`` (``1 - d(end) / d(start)`` with ``d`` the shortest-path distance to the goal, measured at the
+last safe cell: 1.0 on success, 0 when the plan got no closer, negative when it moved away).
+
+CoT faithfulness
+----------------
+For outputs whose CoT format writes maps (``table``, ``grid``, ``*+desc``) or move sentences (``desc``),
+:func:`faithfulness` parses every step with :func:`lakeshift.traces.parse_steps` and every written map with
+:func:`lakeshift.formats.parse`, replays the moves the trace announced (``"Thus, I will move X"``; for
+map-only traces the move implied by the player's written positions) on the true map, and reports the first
+step whose written map differs from the true state, and whether the boxed answer equals the announced moves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakeshift.env import DELTAS, FrozenLakeMap, MapError
+from lakeshift.errors import LakeshiftError
+
+VERDICTS: tuple[str, ...] = (
+    "success",
+    "fell_in_hole",
+    "stopped_short",
+    "passed_goal",
+    "unparseable",
+    "no_answer",
+    "missing",
+)
+COMPAT_MODES: tuple[str | None, ...] = (None, "frozen_ood", "vsp")
+#: CoT formats whose traces contain written maps or announced moves that faithfulness can check.
+TRACE_COTS: tuple[str, ...] = ("desc", "table", "grid", "table+desc", "grid+desc")
+
+_BOX = "\\boxed{"
+_WORDS = {"UP": "UP", "DOWN": "DOWN", "LEFT": "LEFT", "RIGHT": "RIGHT", "U": "UP", "D": "DOWN", "L": "LEFT"}
+_WORDS["R"] = "RIGHT"
+_LETTER_TO_MOVE = {"U": "UP", "D": "DOWN", "L": "LEFT", "R": "RIGHT"}
+_ARROWS = re.compile(r"->|=>|→|⇒|⟶|\\(?:rightarrow|Rightarrow|to|longrightarrow)\b")
+_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|texttt|mathrm|mathbf|mathtt|mbox)\s*\{([^{}]*)\}")
+_SEPARATORS = re.compile(r"[\s,;]+")
+_STRIP = "\"'`.()[]<>*$"
+_COMPACT = re.compile(r"[UDLR]+")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Maps
+# --------------------------------------------------------------------------------------------------------
+@dataclass
+class ScoringMap:
+    """A map prepared for scoring: the env map, its record fields and BFS distances to the goal.
+
+    Attributes:
+        id: The map id (string).
+        map: The :class:`FrozenLakeMap`.
+        record: The ``maps.jsonl`` record it came from (``split``, ``size``, ``d_inf``, ...).
+    """
+
+    id: str
+    map: FrozenLakeMap
+    record: dict[str, Any]
+    _dist: dict[tuple[int, int], int] | None = field(default=None, repr=False)
+
+    @property
+    def split(self) -> str | None:
+        return self.record.get("split")
+
+    @property
+    def optimal_length(self) -> int | None:
+        value = self.record.get("optimal_length")
+        return self.map.optimal_length if value is None else int(value)
+
+    @property
+    def distances(self) -> dict[tuple[int, int], int]:
+        """Shortest-path distance to the goal of every safe cell connected to it (lazy, cached)."""
+        if self._dist is None:
+            m = self.map
+            dist = {m.goal: 0}
+            queue = deque([m.goal])
+            while queue:
+                cell = queue.popleft()
+                d = dist[cell] + 1
+                for dr, dc in DELTAS.values():
+                    nxt = (cell[0] + dr, cell[1] + dc)
+                    if nxt not in dist and m.inside(nxt) and nxt not in m.holes:
+                        dist[nxt] = d
+                        queue.append(nxt)
+            self._dist = dist
+        return self._dist
+
+
+def scoring_map(rec: Mapping[str, Any], where: str = "map record") -> ScoringMap:
+    """Builds a :class:`ScoringMap` from one ``maps.jsonl`` record (via :func:`lakeshift.suites.map_from_record`).
+
+    Raises:
+        LakeshiftError: the record lacks ``id`` or ``rows`` or describes an invalid map.
+    """
+    from lakeshift.suites import map_from_record
+
+    if "id" not in rec:
+        raise LakeshiftError(f"{where}: missing field 'id'")
+    try:
+        m = map_from_record(rec)
+    except LakeshiftError as err:
+        raise LakeshiftError(f"{where}: invalid map ({err})") from None
+    record = dict(rec)
+    record.setdefault("size", m.size)
+    record.setdefault("d_inf", m.d_inf)
+    return ScoringMap(str(rec["id"]), m, record)
+
+
+def load_scoring_maps(path: str | Path) -> dict[str, ScoringMap]:
+    """Reads ``maps.jsonl`` (:func:`lakeshift.suites.load_maps`) into ``{id: ScoringMap}`` in file order.
+
+    Raises:
+        LakeshiftError: missing file, malformed line or field, invalid map, duplicate id, or no maps.
+    """
+    from lakeshift.suites import load_maps
+
+    maps: dict[str, ScoringMap] = {}
+    for i, rec in enumerate(load_maps(path), start=1):
+        sm = scoring_map(rec, f"{path}, map {i}")
+        if sm.id in maps:
+            raise LakeshiftError(f"{path}, map {i}: duplicate map id {sm.id!r}")
+        maps[sm.id] = sm
+    if not maps:
+        raise LakeshiftError(f"{path}: no maps in file")
+    return maps
+
+
+# --------------------------------------------------------------------------------------------------------
+# Extraction
+# --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Extraction:
+    """The plan read from one output.
+
+    Attributes:
+        moves: Moves as ``"UP"``... (empty when none could be read).
+        status: ``"ok"``, ``"no_answer"`` or ``"unparseable"``.
+        detail: Why the answer was not read (empty when ``ok``).
+        span: ``(start, end)`` character offsets of the answer inside the output, or ``None``.
+    """
+
+    moves: tuple[str, ...]
+    status: str
+    detail: str = ""
+    span: tuple[int, int] | None = None
+
+
+def last_boxed(text: str) -> tuple[str, int, int] | None:
+    """The content of the last ``\\boxed{...}`` with its offsets, or ``None`` (absent or unclosed).
+
+    Returns:
+        ``(content, start, end)`` with ``text[start:end] == content``.
+    """
+    start = text.rfind(_BOX)
+    if start < 0:
+        return None
+    begin = pos = start + len(_BOX)
+    depth = 0
+    while True:
+        close = text.find("}", pos)
+        if close < 0:
+            return None
+        opened = text.count("{", pos, close)
+        depth += opened
+        if depth == 0:
+            return text[begin:close], begin, close
+        depth -= 1
+        pos = close + 1
+
+
+def parse_moves(content: str) -> tuple[tuple[str, ...], str]:
+    """Reads a move list (our default rules, see the module docstring).
+
+    Returns:
+        ``(moves, error)``: ``error`` is empty on success, else names the first token that is not a move.
+    """
+    text = content
+    if "\\" in text:
+        text = _WRAPPERS.sub(r"\1", text)
+    text = _ARROWS.sub(",", text)
+    moves: list[str] = []
+    for raw in _SEPARATORS.split(text):
+        token = raw.strip(_STRIP)
+        if not token:
+            continue
+        move = _WORDS.get(token) or _WORDS.get(token.upper())
+        if move is not None:
+            moves.append(move)
+        elif _COMPACT.fullmatch(token):
+            moves.extend(_LETTER_TO_MOVE[ch] for ch in token)
+        else:
+            return tuple(moves), f"not a move: {raw!r}"
+    return tuple(moves), ""
+
+
+def extract(text: str, compat: str | None = None) -> Extraction:
+    """Reads the plan from a model output under one of the :data:`COMPAT_MODES`."""
+    if compat is None:
+        box = last_boxed(text)
+        if box is None:
+            reason = "unclosed \\boxed{" if _BOX in text else "no \\boxed{...} in the output"
+            return Extraction((), "no_answer", reason)
+        content, start, end = box
+        if not content.strip():
+            return Extraction((), "no_answer", "empty \\boxed{}", (start, end))
+        moves, error = parse_moves(content)
+        if error:
+            return Extraction(moves, "unparseable", error, (start, end))
+        if not moves:
+            return Extraction((), "no_answer", "no moves in \\boxed{}", (start, end))
+        return Extraction(moves, "ok", "", (start, end))
+    if compat == "frozen_ood":
+        box = last_boxed(text)
+        content = "None" if box is None else box[0].strip()
+        moves = tuple(_LETTER_TO_MOVE[ch] for ch in content.upper() if ch in "UDRL")
+        span = None if box is None else (box[1], box[2])
+        if box is None:
+            return Extraction((), "no_answer", "no \\boxed{...} (the paper's evaluator reads 'None')")
+        if not moves:
+            return Extraction((), "no_answer", "no U/D/L/R character in \\boxed{}", span)
+        return Extraction(moves, "ok", "", span)
+    if compat == "vsp":
+        return _extract_vsp(text)
+    raise ValueError(f"unknown compat mode {compat!r} (expected one of {COMPAT_MODES})")
+
+
+def _extract_vsp(text: str) -> Extraction:
+    """VSP's parsing; an invalid part ends the moves there and is reported in ``detail``."""
+    idx = text.find("Action plan: ")
+    if idx < 0:
+        idx = text.find("Action Plan: ")
+    found = idx >= 0
+    begin = idx + 13  # VSP adds 13 even to -1: with no marker it reads from character 12
+    moves: list[str] = []
+    for part in text[begin:].split(","):
+        token = part.replace('"', "").replace("'", "").replace("\n", "").replace(".", "").strip()
+        if token not in _LETTER_TO_MOVE:
+            status = "unparseable" if found else "no_answer"
+            detail = f"not a move: {token[:40]!r}" if found else "no 'Action plan: ' in the output"
+            return Extraction(tuple(moves), status, detail, (begin, len(text)) if found else None)
+        moves.append(_LETTER_TO_MOVE[token])
+    return Extraction(tuple(moves), "ok", "", (begin, len(text)))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Verdicts
+# --------------------------------------------------------------------------------------------------------
+def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str, Any]:
+    """Simulates an extracted plan and returns the verdict fields of a scored record."""
+    m = sm.map
+    moves = ex.moves
+    n_moves = len(moves)
+    out: dict[str, Any] = {
+        "success": False,
+        "verdict": "",
+        "moves": list(moves),
+        "n_moves": n_moves,
+        "optimal": False,
+        "off_edge_moves": 0,
+        "progress": 0.0,
+        "fell_at": None,
+        "reached_goal_at": None,
+        "final": list(m.start),
+        "detail": ex.detail,
+    }
+    vsp = compat == "vsp"
+    if ex.status != "ok" and not (vsp and moves):
+        out["verdict"] = ex.status
+        return out
+    if vsp:
+        # gymnasium stops the episode at the goal or a hole: only the moves up to it are executed.
+        rollout = m.simulate(_until_terminal(m, moves))
+    else:
+        rollout = m.simulate(moves)
+    final = rollout.positions[-2] if rollout.fell_at is not None else rollout.final
+    out["final"] = list(rollout.final)
+    out["off_edge_moves"] = rollout.off_edge_moves
+    out["fell_at"] = rollout.fell_at
+    out["reached_goal_at"] = rollout.reached_goal_at
+    dist = sm.distances
+    d0 = dist.get(m.start)
+    if d0:
+        out["progress"] = round(1.0 - dist.get(final, d0) / d0, 4)
+    if vsp:
+        success = rollout.reached_goal_at is not None and rollout.fell_at is None
+    else:
+        success = rollout.success
+    if success:
+        out["success"] = True
+        out["verdict"] = "success"
+        out["progress"] = 1.0
+        opt = sm.optimal_length
+        executed = rollout.reached_goal_at if vsp else n_moves
+        out["optimal"] = opt is not None and executed == opt
+    elif rollout.fell_at is not None:
+        out["verdict"] = "fell_in_hole"
+    elif ex.status != "ok":  # vsp: an invalid part met before the episode ended
+        out["verdict"] = ex.status
+    elif rollout.reached_goal_at is not None:
+        out["verdict"] = "passed_goal"
+    else:
+        out["verdict"] = "stopped_short"
+    return out
+
+
+def _until_terminal(m: FrozenLakeMap, moves: Sequence[str]) -> list[str]:
+    pos = m.start
+    for i, move in enumerate(moves):
+        pos = m.step(pos, move)
+        if pos == m.goal or pos in m.holes:
+            return list(moves[: i + 1])
+    return list(moves)
+
+
+def score_output(
+    sm: ScoringMap,
+    output: str,
+    *,
+    compat: str | None = None,
+    cot: str | None = None,
+    check_trace: bool = True,
+) -> dict[str, Any]:
+    """Scores one raw output against one map.
+
+    Args:
+        sm: The map.
+        output: The model's raw text.
+        compat: Extraction mode (see :data:`COMPAT_MODES`).
+        cot: The CoT format of the output (``traces.COT_FORMATS``); ``None`` guesses it from the text.
+        check_trace: Run the faithfulness check on traces (see :func:`faithfulness`).
+
+    Returns:
+        The verdict fields (``success``, ``verdict``, ``moves``, ...) plus ``trace_*`` fields when checked.
+    """
+    ex = extract(output, compat)
+    out = judge(sm, ex, compat)
+    if check_trace:
+        if cot is None:
+            cot = guess_cot(output)
+        if cot in TRACE_COTS:
+            out.update(faithfulness(sm.map, output, cot, ex.moves if ex.status == "ok" else None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Faithfulness
+# --------------------------------------------------------------------------------------------------------
+_TRACE_DEFAULTS: dict[str, Any] = {
+    "trace_steps": 0,
+    "trace_maps": 0,
+    "trace_divergence_step": None,
+    "trace_divergence": None,
+    "trace_faithful": None,
+    "trace_answer_agrees": None,
+}
+
+
+def guess_cot(text: str) -> str | None:
+    """Guesses a trace's CoT format from its text (used when predictions do not say)."""
+    has_desc = "I will move" in text
+    if "Grid:" in text:
+        return "grid+desc" if has_desc else "grid"
+    if "| Row 1 |" in text or "|Row 1|" in text:
+        return "table+desc" if has_desc else "table"
+    return "desc" if has_desc else None
+
+
+def faithfulness(m: FrozenLakeMap, output: str, cot: str, answer: Sequence[str] | None = None) -> dict[str, Any]:
+    """Checks a CoT trace against the truth.
+
+    Steps come from :func:`lakeshift.traces.parse_steps`. The trace's moves are those it announces
+    (``"I will move X"``); in map-only traces (``table``, ``grid``) the move implied by the player's written
+    positions. Replaying them on the true map gives the true state after each step; the first step whose
+    written map is missing (combined formats), unreadable, or differs from that state (size, holes, goal,
+    player), or whose move walks into a hole, is the divergence.
+
+    Args:
+        m: The true map.
+        output: The raw model output.
+        cot: Its CoT format (one of :data:`TRACE_COTS`).
+        answer: The extracted final moves, or ``None`` when the answer could not be read.
+
+    Returns:
+        ``trace_steps`` (steps found), ``trace_maps`` (written maps), ``trace_divergence_step`` (1-based,
+        ``None`` when none), ``trace_divergence`` (reason), ``trace_answer_agrees`` (the answer equals the
+        trace's moves; ``None`` without an answer or without moves) and ``trace_faithful`` (steps found, no
+        divergence and the answer does not disagree).
+    """
+    from lakeshift import traces
+
+    return check_steps(m, traces.parse_steps(output, cot, m), cot, answer)
+
+
+def check_steps(m: FrozenLakeMap, steps: Sequence[Any], cot: str, answer: Sequence[str] | None) -> dict[str, Any]:
+    """The faithfulness fields for steps already split by :func:`lakeshift.traces.parse_steps`."""
+    out = dict(_TRACE_DEFAULTS)
+    out["trace_steps"] = len(steps)
+    map_fmt = "grid" if cot.startswith("grid") else "table" if cot.startswith("table") else None
+    with_desc = cot.endswith("desc")
+    moves: list[str] = []
+    pos = m.start
+    fell = False
+    diverged_at: int | None = None
+    reason: str | None = None
+    n_maps = 0
+    for k, step in enumerate(steps, start=1):
+        if step.state_text is not None:
+            n_maps += 1
+        move = step.move
+        if move is None and with_desc and map_fmt is None:
+            continue  # trailing sentences without an announcement: nothing to check
+        if move is not None:
+            moves.append(move)
+            if not fell:
+                pos = m.step(pos, move)
+                fell = pos in m.holes
+        if diverged_at is not None:
+            continue
+        why = None
+        if map_fmt is not None:
+            if step.state_text is None:
+                why = step.error or "no map written for this step"
+            elif step.state is None:
+                why = f"unreadable map ({step.error})"
+            else:
+                why = _board_mismatch(m, step.state, pos)
+            if why is None and with_desc and move is None:
+                why = "a map without an announced move"
+        if why is None and fell:
+            why = "the trace walks into a hole"
+        if why is not None:
+            diverged_at, reason = k, why
+    out["trace_maps"] = n_maps
+    out["trace_divergence_step"] = diverged_at
+    out["trace_divergence"] = reason
+    if answer is not None and moves:
+        out["trace_answer_agrees"] = list(answer) == moves
+    out["trace_faithful"] = bool(steps) and diverged_at is None and out["trace_answer_agrees"] is not False
+    return out
+
+
+def _board_mismatch(m: FrozenLakeMap, board: Any, player: tuple[int, int]) -> str | None:
+    if board.size != m.size:
+        return f"written map is {board.size}x{board.size}, the map is {m.size}x{m.size}"
+    if board.holes != m.holes:
+        return "holes differ from the map"
+    if board.player != player:
+        return "player position differs from the true state"
+    if board.goal != (None if player == m.goal else m.goal):
+        return "goal differs from the map"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------
+# Predictions files
+# --------------------------------------------------------------------------------------------------------
+@dataclass
+class Prediction:
+    """One usable predictions record.
+
+    Attributes:
+        id: Map id.
+        output: Raw output text, or ``None`` when the record had none (scored ``no_answer``).
+        meta: The record's other fields.
+        lineno: Its line in the file.
+    """
+
+    id: str
+    output: str | None
+    meta: dict[str, Any]
+    lineno: int
+
+
+@dataclass
+class PredictionsFile:
+    """A predictions file read against a maps table, with every problem found.
+
+    Attributes:
+        path: The file.
+        predictions: ``{map id: Prediction}``.
+        warnings: Messages naming file and line (malformed lines, unknown ids, duplicates, missing output).
+        unknown_ids: Records whose id is not in the maps.
+    """
+
+    path: Path
+    predictions: dict[str, Prediction]
+    warnings: list[str]
+    unknown_ids: int = 0
+    malformed: int = 0
+    duplicates: int = 0
+
+
+def read_predictions(
+    path: str | Path, maps: Mapping[str, ScoringMap], strict: bool = False
+) -> PredictionsFile:
+    """Reads a predictions JSONL file (``id``, ``output``, optional metadata).
+
+    Without ``strict``, bad records become warnings: a malformed line or an id not in ``maps`` is skipped
+    (its map, if any, stays ``missing``); a record without a string ``output`` is kept as ``no_answer``; a
+    duplicate id with a different output makes that map ``no_answer`` (ambiguous), an identical duplicate
+    is ignored.
+
+    Raises:
+        LakeshiftError: missing file, or (with ``strict``) the first problem, naming file and line.
+    """
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise LakeshiftError(f"{path}: no such file")
+    result = PredictionsFile(path, {}, [])
+
+    def problem(msg: str) -> None:
+        if strict:
+            raise LakeshiftError(msg)
+        result.warnings.append(msg)
+
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {lineno}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                result.malformed += 1
+                problem(f"{where}: malformed JSON ({err.msg})")
+                continue
+            if not isinstance(rec, dict):
+                result.malformed += 1
+                problem(f"{where}: expected a JSON object, got {type(rec).__name__}")
+                continue
+            if "id" not in rec:
+                result.malformed += 1
+                problem(f"{where}: missing field 'id'")
+                continue
+            pid = str(rec["id"])
+            if pid not in maps:
+                result.unknown_ids += 1
+                problem(f"{where}: field 'id': {pid!r} is not in the maps file")
+                continue
+            output = rec.get("output")
+            if not isinstance(output, str):
+                what = "missing field 'output'" if "output" not in rec else "field 'output' is not a string"
+                problem(f"{where}: {what} (scored no_answer)")
+                output = None
+            meta = {k: v for k, v in rec.items() if k not in ("id", "output")}
+            previous = result.predictions.get(pid)
+            if previous is not None:
+                result.duplicates += 1
+                if previous.output == output:
+                    problem(
+                        f"{where}: field 'id': duplicate of line {previous.lineno} (same output, ignored)"
+                    )
+                    continue
+                problem(
+                    f"{where}: field 'id': duplicate of line {previous.lineno} with a different output "
+                    "(map scored no_answer)"
+                )
+                meta = {**previous.meta, "duplicate": True}
+                output = None
+                lineno = previous.lineno
+            result.predictions[pid] = Prediction(pid, output, meta, lineno)
+    return result
+
+
+#: Prediction metadata copied into scored records (other metadata stays in the predictions file).
+META_FIELDS: tuple[str, ...] = ("model", "input_format", "cot_format", "split", "n_output_tokens", "policy")
+
+
+def score_predictions(
+    maps: Mapping[str, ScoringMap],
+    preds: PredictionsFile,
+    *,
+    compat: str | None = None,
+    check_trace: bool = True,
+    defaults: Mapping[str, Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Scored records for every map (file order), ``missing`` where the file has no prediction.
+
+    Args:
+        maps: The maps table.
+        preds: The predictions read by :func:`read_predictions`.
+        compat: Extraction mode.
+        check_trace: Run the faithfulness check.
+        defaults: Metadata for records that do not carry it (e.g. ``model`` from the run folder name).
+
+    Yields:
+        Scored records: ``id``, ``success``, ``verdict``, ``moves`` and the fields of :func:`judge`, the
+        map's ``split``, ``size``, ``d_inf``, ``optimal_length``, the prediction's metadata
+        (:data:`META_FIELDS`), ``n_output_chars`` and ``compat``.
+    """
+    defaults = dict(defaults or {})
+    missing = Extraction((), "missing", "no prediction for this map")
+    no_output = Extraction((), "no_answer", "no output in the predictions record")
+    for mid, sm in maps.items():
+        pred = preds.predictions.get(mid)
+        rec: dict[str, Any] = {"id": mid}
+        meta = dict(defaults)
+        if pred is None:
+            rec.update(judge(sm, missing))
+            n_chars = None
+        elif pred.output is None:
+            meta.update({k: pred.meta[k] for k in META_FIELDS if k in pred.meta})
+            rec.update(judge(sm, no_output))
+            if pred.meta.get("duplicate"):
+                rec["detail"] = "duplicate id with different outputs"
+            n_chars = 0
+        else:
+            meta.update({k: pred.meta[k] for k in META_FIELDS if k in pred.meta})
+            cot = meta.get("cot_format")
+            rec.update(score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace))
+            n_chars = len(pred.output)
+        r = sm.record
+        rec["split"] = r.get("split", meta.get("split"))
+        rec["size"] = r["size"]
+        rec["d_inf"] = r["d_inf"]
+        rec["optimal_length"] = sm.optimal_length
+        for key in ("model", "input_format", "cot_format", "policy"):
+            if key in meta:
+                rec[key] = meta[key]
+        rec["n_output_tokens"] = meta.get("n_output_tokens")
+        rec["n_output_chars"] = n_chars
+        rec["compat"] = compat
+        yield rec
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts for a one-screen summary: total, successes, verdicts, accuracy per size."""
+    total = 0
+    ok = 0
+    verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+    by_size: dict[int, list[int]] = {}
+    for rec in records:
+        total += 1
+        ok += bool(rec["success"])
+        verdicts[rec["verdict"]] = verdicts.get(rec["verdict"], 0) + 1
+        cell = by_size.setdefault(int(rec["size"]), [0, 0])
+        cell[0] += bool(rec["success"])
+        cell[1] += 1
+    return {"n": total, "success": ok, "verdicts": verdicts, "by_size": dict(sorted(by_size.items()))}

@@ -1,0 +1,643 @@
+"""Benchmark suites on disk: the paper's splits (or your own), every input x CoT format, cached by config.
+
+Layout of ``OUT/`` (field names are fixed; other tools read them)::
+
+    OUT/suite.json                    suite config, hash and split list (written last)
+    OUT/<split>/maps.jsonl            one map per line: id, split, size, rows, start, goal, holes, d_inf,
+                                      optimal_length, optimal_path, n_optimal_paths (+ source_id, offset
+                                      for embedded maps; + official_id for maps imported with --id-source)
+    OUT/<split>/images/<id>.png       gymnasium's frame of the map (unless images are turned off)
+    OUT/<split>/sft/<input>__<cot>.jsonl   trl conversational records, one per map (image inputs only
+                                      when images are written); train splits use the "train" prompt
+                                      variant, the others the "test" variant
+    OUT/<split>/split.json            config, hash, counts and generation report (written last)
+
+The ``paper`` suite (issue 2): ``id-train`` (100/200/300/400 maps of sizes 3-6, holes with probability 0.2 as
+gymnasium's ``generate_random_map(p=0.8)``, start and goal uniform), ``id-test`` (100 per size, disjoint from
+id-train), ``ood-size`` (200 per size 7-10, hole probability 0.1), ``ood-dist`` (as ood-size with
+``d_inf >= 6``), ``embed10-train`` (each id-train map embedded in a random 10x10 map), ``embed10-test``
+(200 maps of 10x10 for each ``d_inf`` in 2..9). See :mod:`lakeshift.generate` for the distributions.
+
+Caching: each split has a hash of everything that determines its files (its spec, the seed, the generator
+and rules versions, the formats written, the hashes of the splits it depends on, the imported files).
+Regenerating with the same config is a no-op; a different config in the same folder is refused unless
+``force``. A split is written in a hidden temporary folder and renamed into place when complete, with
+``split.json`` written last, so an interrupted run leaves nothing that looks finished; rerunning resumes
+with the splits that are not done.
+
+``--id-source`` (the Mirage folder ``vsp_spatial_planning``): ``id-train`` and ``id-test`` are read from
+``train_direct.jsonl`` and ``test_direct.jsonl`` instead of generated, in file order. Mirage's ``map_id``
+is unique only per size (train ids repeat across sizes, test ids are ``0..99`` per size), so our ids are
+``"<n>x<n>-<map_id>"`` (``"5x5-1454"``, ``"3x3-31"``) and the original is kept in ``official_id``; should a
+``(size, map_id)`` pair repeat, later copies get ``"-2"``, ``"-3"``... appended (none do in the published
+files). The official training answer is kept as ``optimal_path`` when it is a successful plan of BFS-optimal
+length (all 1000 are); otherwise the solver's path is used and the split report counts it. Imported maps are
+never redrawn: the report counts test maps identical to a training map (the published id-test has 8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakeshift import __version__
+from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError
+from lakeshift.errors import LakeshiftError
+from lakeshift.formats import INPUT_FORMATS
+from lakeshift.generate import (
+    GENERATOR_VERSION,
+    GenStats,
+    Group,
+    SplitSpec,
+    generate_split,
+    rows_key,
+    validate_spec,
+)
+from lakeshift.io import atomic_write, dumps, read_jsonl
+from lakeshift.traces import COT_FORMATS
+
+MAP_FIELDS: tuple[str, ...] = (
+    "id",
+    "split",
+    "size",
+    "rows",
+    "start",
+    "goal",
+    "holes",
+    "d_inf",
+    "optimal_length",
+    "optimal_path",
+    "n_optimal_paths",
+)
+ID_SPLITS: tuple[str, ...] = ("id-train", "id-test")
+SUITE_FILE = "suite.json"
+SPLIT_FILE = "split.json"
+
+
+# ----- suites -------------------------------------------------------------------------------------------------
+def paper_suite() -> list[SplitSpec]:
+    """The paper's six splits (issue 2's table)."""
+    id_groups = ((3, 100), (4, 200), (5, 300), (6, 400))
+    return [
+        SplitSpec("id-train", tuple(Group(n, c, 0.2) for n, c in id_groups), train=True),
+        SplitSpec("id-test", tuple(Group(n, 100, 0.2) for n in (3, 4, 5, 6)), exclude=("id-train",)),
+        SplitSpec("ood-size", tuple(Group(n, 200, 0.1) for n in (7, 8, 9, 10)), exclude=("id-train",)),
+        SplitSpec("ood-dist", tuple(Group(n, 200, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)),
+        SplitSpec("embed10-train", train=True, embed_source="id-train", embed_size=10, embed_hole_prob=0.1),
+        SplitSpec(
+            "embed10-test",
+            tuple(Group(10, 200, 0.1, d_inf_min=d, d_inf_max=d) for d in range(2, 10)),
+            exclude=("embed10-train",),
+        ),
+    ]
+
+
+def tiny_suite() -> list[SplitSpec]:
+    """A small suite with the paper's structure (8 maps per group), for demos and smoke tests."""
+    return [
+        SplitSpec("id-train", tuple(Group(n, 8, 0.2) for n in (3, 4, 5, 6)), train=True),
+        SplitSpec("id-test", tuple(Group(n, 4, 0.2) for n in (3, 4, 5, 6)), exclude=("id-train",)),
+        SplitSpec("ood-size", tuple(Group(n, 4, 0.1) for n in (7, 8, 9, 10)), exclude=("id-train",)),
+        SplitSpec("ood-dist", tuple(Group(n, 4, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)),
+        SplitSpec("embed10-train", train=True, embed_source="id-train"),
+        SplitSpec(
+            "embed10-test",
+            tuple(Group(10, 2, 0.1, d_inf_min=d, d_inf_max=d) for d in range(2, 10)),
+            exclude=("embed10-train",),
+        ),
+    ]
+
+
+SUITES: dict[str, Callable[[], list[SplitSpec]]] = {"paper": paper_suite, "tiny": tiny_suite}
+
+
+def load_suite(name_or_path: str) -> list[SplitSpec]:
+    """A named suite (``paper``, ``tiny``) or a suite file (``.json``/``.yaml``: ``{"splits": [...]}``,
+    each split a :class:`~lakeshift.generate.SplitSpec` as a dict with ``groups`` as dicts).
+
+    Raises:
+        LakeshiftError: an unknown name, or a file that is missing or malformed.
+    """
+    if name_or_path in SUITES:
+        return SUITES[name_or_path]()
+    path = Path(name_or_path)
+    if path.suffix.lower() not in (".json", ".yaml", ".yml"):
+        raise LakeshiftError(
+            f"unknown suite {name_or_path!r} (expected one of {', '.join(SUITES)} or a .json/.yaml suite file)"
+        )
+    if not path.is_file():
+        raise LakeshiftError(f"{path}: no such suite file")
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise LakeshiftError(f"{path}, line {err.lineno}: malformed JSON ({err.msg})") from None
+    else:
+        from lakeshift.config import load_yaml
+
+        data = load_yaml(path).data
+    if not isinstance(data, Mapping) or not isinstance(data.get("splits"), list):
+        raise LakeshiftError(f"{path}: expected an object with a list 'splits'")
+    return [SplitSpec.from_dict(s, f"{path}: splits[{i}]") for i, s in enumerate(data["splits"])]
+
+
+def check_suite(specs: Sequence[SplitSpec]) -> None:
+    """Validates a suite: unique names, dependencies defined earlier, every group's constraints possible."""
+    seen: list[str] = []
+    for spec in specs:
+        if spec.name in seen:
+            raise LakeshiftError(f"split {spec.name!r} is defined twice")
+        for dep in (*spec.exclude, *([spec.embed_source] if spec.embed_source else [])):
+            if dep not in seen:
+                raise LakeshiftError(f"split {spec.name}: depends on {dep!r}, which must be defined before it")
+        validate_spec(spec, seen)
+        if spec.embed_source:
+            src = next(s for s in specs if s.name == spec.embed_source)
+            big = max((g.size for g in src.groups), default=0)
+            if big > spec.embed_size:
+                raise LakeshiftError(
+                    f"split {spec.name}: cannot embed {big}x{big} maps of {src.name} in {spec.embed_size}x{spec.embed_size}"
+                )
+        seen.append(spec.name)
+
+
+# ----- readers --------------------------------------------------------------------------------------------------
+def load_maps(path: str | Path) -> list[dict[str, Any]]:
+    """The map records of a split folder (or of a ``maps.jsonl`` file), in file order.
+
+    Raises:
+        LakeshiftError: a missing file, or a line that is malformed or lacks a field (file, line, field).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "maps.jsonl"
+    out = []
+    for lineno, rec in read_jsonl(path, required=MAP_FIELDS):
+        if not isinstance(rec["rows"], list) or not all(isinstance(r, str) for r in rec["rows"]):
+            raise LakeshiftError(f"{path}, line {lineno}: field 'rows' must be a list of strings")
+        if not isinstance(rec["optimal_path"], list) or not all(m in MOVES for m in rec["optimal_path"]):
+            raise LakeshiftError(f"{path}, line {lineno}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT")
+        out.append(rec)
+    return out
+
+
+def map_from_record(rec: Mapping[str, Any]) -> FrozenLakeMap:
+    """The :class:`FrozenLakeMap` of a ``maps.jsonl`` record (from ``rows``; ``start``/``goal`` checked).
+
+    Raises:
+        LakeshiftError: invalid ``rows`` or ``start``/``goal`` that disagree with them (names the map id).
+    """
+    rid = rec.get("id", "?")
+    try:
+        m = FrozenLakeMap.from_rows(rec["rows"])
+    except (MapError, KeyError, TypeError) as err:
+        raise LakeshiftError(f"map {rid}: field 'rows': {err}") from None
+    for name, cell in (("start", m.start), ("goal", m.goal)):
+        value = rec.get(name)
+        if value is not None and tuple(value) != cell:
+            raise LakeshiftError(f"map {rid}: field {name!r} is {value}, but 'rows' put it at {list(cell)}")
+    return m
+
+
+def record_from_map(m: FrozenLakeMap, rid: str, split: str, path: Sequence[str] | None = None) -> dict[str, Any]:
+    """A ``maps.jsonl`` record for ``m`` (``path`` given: used as the optimal path, else the solver's)."""
+    sol = m.solve()
+    return {
+        "id": rid,
+        "split": split,
+        "size": m.size,
+        "rows": m.rows,
+        "start": list(m.start),
+        "goal": list(m.goal),
+        "holes": m.n_holes,
+        "d_inf": m.d_inf,
+        "optimal_length": sol.optimal_length,
+        "optimal_path": list(path) if path is not None else sol.optimal_path,
+        "n_optimal_paths": sol.n_optimal_paths,
+    }
+
+
+# ----- import of the official ID data -------------------------------------------------------------------------
+_BOXED = re.compile(r"\\boxed\{([^}]*)\}")
+
+
+def import_official(source: str | Path, which: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Reads Mirage's ``train_direct.jsonl`` (``which="id-train"``) or ``test_direct.jsonl`` (``"id-test"``).
+
+    Returns:
+        The map records (file order) and a report (file, sha256, answers kept/replaced, renamed ids).
+
+    Raises:
+        LakeshiftError: a missing folder or file, or a malformed line (file, line and field named).
+    """
+    folder = Path(source)
+    if not folder.is_dir():
+        raise LakeshiftError(f"--id-source {folder}: no such folder")
+    path = folder / ("train_direct.jsonl" if which == "id-train" else "test_direct.jsonl")
+    required = ("map_id", "map_desc", *(("text_output",) if which == "id-train" else ()))
+    records: list[dict[str, Any]] = []
+    taken: Counter[str] = Counter()
+    kept = replaced = renamed = 0
+    for lineno, obj in read_jsonl(path, required=required):
+        where = f"{path}, line {lineno}"
+        try:
+            m = FrozenLakeMap.from_map_desc(obj["map_desc"])
+        except (MapError, TypeError) as err:
+            raise LakeshiftError(f"{where}: field 'map_desc': {err}") from None
+        if not m.solvable:
+            raise LakeshiftError(f"{where}: field 'map_desc': the goal is unreachable")
+        official = str(obj["map_id"])
+        base = f"{m.size}x{m.size}-{official}"
+        taken[base] += 1
+        rid = base if taken[base] == 1 else f"{base}-{taken[base]}"
+        renamed += taken[base] > 1
+        path_moves = None
+        if which == "id-train":
+            found = _BOXED.findall(str(obj["text_output"]))
+            if not found:
+                raise LakeshiftError(f"{where}: field 'text_output' has no \\boxed{{...}} answer")
+            moves = [w.strip().upper() for w in found[-1].split(",") if w.strip()]
+            if all(mv in MOVES for mv in moves):
+                roll = m.simulate(moves)
+                if roll.success and len(moves) == m.optimal_length:
+                    path_moves = moves
+            kept += path_moves is not None
+            replaced += path_moves is None
+        rec = record_from_map(m, rid, which, path_moves)
+        rec["official_id"] = official
+        records.append(rec)
+    report = {
+        "file": str(path),
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "maps": len(records),
+        "renamed_duplicate_ids": renamed,
+    }
+    if which == "id-train":
+        report.update(official_answers_kept=kept, official_answers_replaced=replaced)
+    return records, report
+
+
+def _file_sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as err:
+        raise LakeshiftError(f"{path}: cannot read ({err.strerror})") from None
+
+
+# ----- writing ----------------------------------------------------------------------------------------------------
+@dataclass
+class SuiteResult:
+    """What :func:`build_suite` did."""
+
+    out: Path
+    hash: str
+    up_to_date: bool
+    written: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    reports: dict[str, dict] = field(default_factory=dict)
+
+
+def _canonical_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sft_file_name(input_format: str, cot_format: str) -> str:
+    """``"grid__grid+desc.jsonl"``."""
+    return f"{input_format}__{cot_format}.jsonl"
+
+
+def build_suite(
+    specs: Sequence[SplitSpec],
+    out: str | Path,
+    *,
+    seed: int = 0,
+    suite_name: str = "custom",
+    workers: int = 1,
+    force: bool = False,
+    images: bool = True,
+    id_source: str | Path | None = None,
+    input_formats: Sequence[str] = INPUT_FORMATS,
+    cot_formats: Sequence[str] = COT_FORMATS,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> SuiteResult:
+    """Generates (or imports) every split of a suite and writes maps, images, SFT files and reports.
+
+    Args:
+        specs: The splits, dependencies first (see :func:`paper_suite`).
+        out: Output folder.
+        seed: Suite seed (map ``i`` of split ``s`` depends on ``(seed, s, i)`` only).
+        suite_name: Recorded in ``suite.json``.
+        workers: Processes for generation, images and SFT records (output is identical for any number).
+        force: Overwrite splits made with a different config.
+        images: Write PNGs (and the ``image__*`` SFT files); off for text-only work.
+        id_source: Mirage ``vsp_spatial_planning`` folder: import ``id-train``/``id-test`` from it.
+        input_formats: Input formats of the SFT files.
+        cot_formats: CoT formats of the SFT files.
+        progress: Show a tqdm progress bar on stderr.
+        log: Where one-line status messages go (default: stderr).
+
+    Returns:
+        A :class:`SuiteResult` (``up_to_date`` when nothing had to be done).
+
+    Raises:
+        LakeshiftError: bad specs or formats, a missing or malformed ``id_source``, or a folder holding a
+            different config without ``force``. Raised before anything is written.
+    """
+    say = log or (lambda msg: print(msg, file=sys.stderr))
+    out = Path(out)
+    specs = list(specs)
+    check_suite(specs)
+    for f in input_formats:
+        if f not in INPUT_FORMATS:
+            raise LakeshiftError(f"unknown input format {f!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    for c in cot_formats:
+        if c not in COT_FORMATS:
+            raise LakeshiftError(f"unknown CoT format {c!r} (expected one of {', '.join(COT_FORMATS)})")
+    inputs = [f for f in input_formats if images or f != "image"]
+    names = [s.name for s in specs]
+
+    imported: dict[str, tuple[list[dict], dict]] = {}
+    if id_source is not None:
+        missing = [n for n in ID_SPLITS if n not in names]
+        if missing:
+            raise LakeshiftError(f"--id-source needs splits {', '.join(ID_SPLITS)} in the suite; missing {missing}")
+        for name in ID_SPLITS:
+            imported[name] = import_official(id_source, name)
+
+    # Split configs and hashes (dependencies first, so their hashes feed the dependants').
+    hashes: dict[str, str] = {}
+    configs: dict[str, dict] = {}
+    for spec in specs:
+        deps = [*spec.exclude, *([spec.embed_source] if spec.embed_source else [])]
+        cfg = {
+            "split": spec.name,
+            "spec": spec.to_dict(),
+            "seed": seed,
+            "generator_version": GENERATOR_VERSION,
+            "rules": RULES_VERSION,
+            "lakeshift_version": __version__,
+            "images": images,
+            "input_formats": inputs,
+            "cot_formats": list(cot_formats),
+            "prompt_variant": "train" if spec.train else "test",
+            "depends_on": {d: hashes[d] for d in deps},
+        }
+        if spec.name in imported:
+            rep = imported[spec.name][1]
+            cfg["imported_from"] = {"file": Path(rep["file"]).name, "sha256": rep["sha256"]}
+            cfg["spec"] = {"name": spec.name, "train": spec.train, "imported": True}
+        configs[spec.name] = cfg
+        hashes[spec.name] = _canonical_hash(cfg)
+    suite_cfg = {"suite": suite_name, "splits": [[n, hashes[n]] for n in names]}
+    suite_hash = _canonical_hash(suite_cfg)
+    result = SuiteResult(out, suite_hash, up_to_date=False)
+
+    # Refuse to mix configs unless forced; find what is already done.
+    old_suite = _read_json(out / SUITE_FILE)
+    if old_suite is not None and old_suite.get("hash") != suite_hash and not force:
+        raise LakeshiftError(
+            f"{out} holds a different suite ({old_suite.get('suite')}, hash {str(old_suite.get('hash'))[:12]}; "
+            f"this config: {suite_hash[:12]}); use --force to overwrite or choose another --out"
+        )
+    done: dict[str, bool] = {}
+    for n in names:
+        d = out / n
+        meta = _read_json(d / SPLIT_FILE)
+        if meta is not None and meta.get("hash") == hashes[n] and (d / "maps.jsonl").is_file():
+            done[n] = True
+        elif d.exists() and not force:
+            what = "a different config" if meta is not None else "files that are not a finished split"
+            raise LakeshiftError(f"{d} holds {what}; use --force to overwrite or choose another --out")
+        else:
+            done[n] = False
+    if all(done.values()) and old_suite is not None and old_suite.get("hash") == suite_hash:
+        say(f"{out}: up to date (suite {suite_name}, hash {suite_hash[:12]}); nothing to do")
+        result.up_to_date = True
+        result.skipped = names
+        return result
+
+    out.mkdir(parents=True, exist_ok=True)
+    if force and old_suite is not None and old_suite.get("hash") != suite_hash:
+        (out / SUITE_FILE).unlink(missing_ok=True)
+    todo_total = 0
+    for spec in specs:
+        if not done[spec.name]:
+            todo_total += len(imported[spec.name][0]) if spec.name in imported else _expected_count(spec, specs, imported)
+    records_by_split: dict[str, list[dict]] = {}
+    bar = _progress_bar(todo_total, progress)
+    pool = _make_pool(workers) if todo_total and workers > 1 else None
+    try:
+        for spec in specs:
+            name = spec.name
+            if done[name]:
+                records_by_split[name] = load_maps(out / name)
+                result.skipped.append(name)
+                result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
+                continue
+            bar.set_description(name)
+            forbidden = {rows_key(r) for dep in spec.exclude for r in records_by_split[dep]}
+            report: dict[str, Any] = {}
+            if name in imported:
+                recs, imp_report = imported[name]
+                report["imported"] = imp_report
+                report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
+            else:
+                sources = records_by_split[spec.embed_source] if spec.embed_source else None
+                recs, stats = generate_split(spec, seed, workers=workers, forbidden=forbidden, sources=sources)
+                report["generation"] = _stats_dict(stats)
+                report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
+            records_by_split[name] = recs
+            _write_split(out, spec, recs, configs[name], hashes[name], report, inputs, cot_formats, images, pool, bar)
+            result.written.append(name)
+            result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    with atomic_write(out / SUITE_FILE) as f:
+        f.write(
+            json.dumps(
+                {"suite": suite_name, "hash": suite_hash, "seed": seed, "splits": names, "config": suite_cfg},
+                indent=2,
+            )
+            + "\n"
+        )
+    return result
+
+
+def _expected_count(spec: SplitSpec, specs: Sequence[SplitSpec], imported: Mapping[str, Any]) -> int:
+    if not spec.embed_source:
+        return spec.count or 0
+    if spec.embed_source in imported:
+        return len(imported[spec.embed_source][0])
+    src = next(s for s in specs if s.name == spec.embed_source)
+    return _expected_count(src, specs, imported)
+
+
+def _stats_dict(st: GenStats) -> dict[str, int]:
+    return {
+        "draws": st.attempts,
+        "rejected_unsolvable": st.unsolvable,
+        "rejected_constraints": st.constraints,
+        "redrawn_duplicate_of_train": st.duplicate_of_train,
+        "rejected_embedding_shortcut": st.embed_shortcut,
+        "max_draws_one_map": st.per_map_max_attempts,
+    }
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_description(self, desc: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    if not enabled or total == 0:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="map", file=sys.stderr, dynamic_ncols=True)
+
+
+def _make_pool(workers: int) -> Any:
+    import multiprocessing as mp
+
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    return mp.get_context(method).Pool(workers)
+
+
+def sft_records_for_map(
+    rec: Mapping[str, Any], variant: str, inputs: Sequence[str], cots: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The SFT records of one map for every ``input x cot`` pair (inputs outer), equal to
+    :func:`lakeshift.records.sft_record` for each pair but computing each CoT completion once per map
+    instead of once per input format (the completion does not depend on the input format)."""
+    from lakeshift import records, traces
+
+    m = map_from_record(rec)
+    completions = {}
+    for cot in cots:
+        try:
+            completions[cot] = traces.completion(m, rec["optimal_path"], cot)
+        except ValueError as err:
+            raise LakeshiftError(f"map {rec.get('id', '?')}: field 'optimal_path': {err}") from None
+    out = []
+    for fmt in inputs:
+        base = records.prompt_messages(rec, fmt, None, variant)
+        blocks = not isinstance(base["messages"][0]["content"], str)  # image records use content blocks
+        for cot in cots:
+            text = completions[cot]
+            answer = {"role": "assistant", "content": [{"type": "text", "text": text}] if blocks else text}
+            r: dict[str, Any] = {"id": base["id"], "input_format": fmt, "cot_format": cot}
+            r["messages"] = [*base["messages"], answer]
+            if "images" in base:
+                r["images"] = list(base["images"])
+            out.append(r)
+    return out
+
+
+def _render_chunk(
+    args: tuple[list[dict], str | None, str, list[str], list[str]],
+) -> list[str]:
+    """Images of a chunk of maps (written into ``image_dir``) and their SFT lines, one string per SFT file."""
+    recs, image_dir, variant, inputs, cots = args
+    if image_dir is not None:
+        from lakeshift.formats.image import render_png
+
+        for rec in recs:
+            render_png(map_from_record(rec), Path(image_dir) / f"{rec['id']}.png")
+    parts: list[list[str]] = [[] for _ in range(len(inputs) * len(cots))]
+    for rec in recs:
+        for k, sft in enumerate(sft_records_for_map(rec, variant, inputs, cots)):
+            parts[k].append(dumps(sft) + "\n")
+    return ["".join(p) for p in parts]
+
+
+def _write_split(
+    out: Path,
+    spec: SplitSpec,
+    recs: list[dict],
+    config: dict,
+    split_hash: str,
+    report: dict,
+    inputs: Sequence[str],
+    cots: Sequence[str],
+    images: bool,
+    pool: Any,
+    bar: Any,
+    chunk: int = 50,
+) -> None:
+    final = out / spec.name
+    for stale in out.glob(f".{spec.name}.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = out / f".{spec.name}.partial-{os.getpid()}"
+    tmp.mkdir(parents=True)
+    try:
+        with (tmp / "maps.jsonl").open("w", encoding="utf-8") as f:
+            for rec in recs:
+                f.write(dumps(rec) + "\n")
+        image_dir = None
+        if images:
+            image_dir = tmp / "images"
+            image_dir.mkdir()
+        (tmp / "sft").mkdir()
+        variant = "train" if spec.train else "test"
+        names = [sft_file_name(i, c) for i in inputs for c in cots]
+        handles = [(tmp / "sft" / n).open("w", encoding="utf-8") for n in names]
+        try:
+            jobs = [
+                (recs[a : a + chunk], str(image_dir) if image_dir else None, variant, list(inputs), list(cots))
+                for a in range(0, len(recs), chunk)
+            ]
+            results: Iterable[list[str]] = pool.imap(_render_chunk, jobs) if pool is not None else map(_render_chunk, jobs)
+            for job, parts in zip(jobs, results, strict=True):
+                for h, text in zip(handles, parts, strict=True):
+                    h.write(text)
+                bar.update(len(job[0]))
+        finally:
+            for h in handles:
+                h.close()
+        by_size = Counter(r["size"] for r in recs)
+        meta = {
+            "split": spec.name,
+            "hash": split_hash,
+            "count": len(recs),
+            "counts_by_size": {str(k): by_size[k] for k in sorted(by_size)},
+            "prompt_variant": variant,
+            "images": images,
+            "sft_files": [f"sft/{n}" for n in names],
+            **report,
+            "config": config,
+        }
+        with (tmp / SPLIT_FILE).open("w", encoding="utf-8") as f:
+            f.write(json.dumps(meta, indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,163 @@
+"""Report tables against an independent recount on a small fixture; files, formats and plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+from test_scoring import make_maps, write_jsonl
+
+from lakeshift.env import FrozenLakeMap
+from lakeshift.report import RunInput, build_report
+
+SPLITS = {"id-test": ((3, 4, 5, 6), 0), "ood-size": ((7, 8), 0), "ood-dist": ((7, 8), 6), "embed10-test": ((10,), 2)}
+
+
+def make_suite(root: Path, per_size: int = 6) -> Path:
+    data = root / "data"
+    for split, (sizes, min_dinf) in SPLITS.items():
+        write_jsonl(data / split / "maps.jsonl", make_maps(split, sizes, per_size, min_dinf=min_dinf))
+    write_jsonl(data / "id-train" / "maps.jsonl", make_maps("id-train", (3, 4), per_size))
+    return data
+
+
+def noisy_predictions(data: Path, runs: Path, folder: str, seed: int, cot: str = "none") -> None:
+    """Predictions that are right about half the time, with every kind of failure."""
+    from lakeshift import traces
+
+    rng = random.Random(seed)
+    for split in SPLITS:
+        rows = []
+        for line in (data / split / "maps.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            m = FrozenLakeMap.from_rows(rec["rows"])
+            path = list(rec["optimal_path"])
+            roll = rng.random()
+            if roll < 0.1:
+                continue  # missing
+            if roll < 0.5:
+                out = traces.completion(m, path, cot)
+            elif roll < 0.7:
+                out = "\\boxed{" + ", ".join(path[:-1] or ["UP"]) + "}"
+            elif roll < 0.8:
+                out = "I cannot solve this."
+            else:
+                out = "\\boxed{" + ", ".join(rng.choice(["UP", "DOWN", "LEFT", "RIGHT"]) for _ in path) + "}"
+            rows.append({"id": rec["id"], "output": out, "n_output_tokens": len(out) // 4 + 1})
+        write_jsonl(runs / folder / f"{split}.jsonl", rows)
+
+
+def recount(data: Path, runs: Path, folder: str, split: str, size: int) -> float:
+    """Accuracy computed without lakeshift.scoring: env.simulate on the boxed words, missing = wrong."""
+    preds = {}
+    for line in (runs / folder / f"{split}.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        preds[r["id"]] = r["output"]
+    ok = n = 0
+    for line in (data / split / "maps.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["size"] != size:
+            continue
+        n += 1
+        out = preds.get(rec["id"], "")
+        if "\\boxed{" not in out:
+            continue
+        content = out[out.rindex("\\boxed{") + 7 : out.rindex("}")]
+        moves = [w.strip() for w in content.split(",") if w.strip()]
+        ok += FrozenLakeMap.from_rows(rec["rows"]).simulate(moves).success
+    return ok / n
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("rep")
+    data = make_suite(root)
+    runs = root / "runs"
+    noisy_predictions(data, runs, "grid__none", 1)
+    noisy_predictions(data, runs, "grid__grid+desc", 2, cot="grid+desc")
+    inputs = [
+        RunInput(p, data / p.stem / "maps.jsonl", {"model": p.parent.name, "input_format": "grid",
+                                                  "cot_format": p.parent.name.split("__")[1]}, p.parent.name + p.stem)
+        for p in sorted(runs.rglob("*.jsonl"))
+    ]
+    out = root / "out"
+    build_report(inputs, out, train_maps=data / "id-train" / "maps.jsonl", progress=False, n_examples=60)
+    return data, runs, out
+
+
+def _csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_table1_equals_independent_recount(report: tuple[Path, Path, Path]) -> None:
+    data, runs, out = report
+    rows = {r["Model"]: r for r in _csv(out / "table1.csv")}
+    assert {"baseline-oracle", "baseline-greedy", "baseline-random", "grid__none", "grid__grid+desc"} <= set(rows)
+    for folder in ("grid__none", "grid__grid+desc"):
+        row = rows[folder]
+        for short, split, sizes in (("ID", "id-test", (3, 4, 5, 6)), ("OOD", "ood-size", (7, 8)),
+                                    ("OOD d>=6", "ood-dist", (7, 8))):
+            accs = [recount(data, runs, folder, split, s) for s in sizes]
+            for s, acc in zip(sizes, accs, strict=True):
+                assert float(row[f"{short} {s}x{s}"]) == pytest.approx(acc, abs=1e-4)
+            assert float(row[f"{short} Avg"]) == pytest.approx(sum(accs) / len(accs), abs=1e-4)
+    for key, value in rows["baseline-oracle"].items():
+        if key not in ("Input format", "CoT format", "Model") and value:
+            assert float(value) == 1.0
+
+
+def test_table3_and_long_csvs(report: tuple[Path, Path, Path]) -> None:
+    data, runs, out = report
+    t3 = {r["Model"]: r for r in _csv(out / "table3.csv")}
+    maps = [json.loads(x) for x in (data / "embed10-test" / "maps.jsonl").read_text().splitlines()]
+    preds = {json.loads(x)["id"]: json.loads(x)["output"]
+             for x in (runs / "grid__none" / "embed10-test.jsonl").read_text().splitlines()}
+    for d in sorted({m["d_inf"] for m in maps}):
+        group = "ID" if d <= 5 else "OOD"
+        sel = [m for m in maps if m["d_inf"] == d]
+        ok = 0
+        for m in sel:
+            out_text = preds.get(m["id"], "")
+            if "\\boxed{" in out_text:
+                content = out_text[out_text.rindex("\\boxed{") + 7 : out_text.rindex("}")]
+                moves = [w.strip() for w in content.split(",") if w.strip()]
+                ok += FrozenLakeMap.from_rows(m["rows"]).simulate(moves).success
+        assert float(t3["grid__none"][f"{group} {d}"]) == pytest.approx(ok / len(sel), abs=1e-4)
+    by_size = _csv(out / "by_size.csv")
+    row = next(r for r in by_size if r["model"] == "grid__none" and r["split"] == "id-test" and r["size"] == "3")
+    n, k = int(row["n"]), int(row["k"])
+    assert float(row["lo"]) <= k / n <= float(row["hi"])
+    assert int(row["missing"]) + int(row["success"]) <= n
+    assert {"optimal_length"} <= set(_csv(out / "by_length.csv")[0])
+
+
+def test_all_outputs_written(report: tuple[Path, Path, Path]) -> None:
+    _, _, out = report
+    for stem in ("table1", "table3", "table5", "table10", "verdicts", "faithfulness"):
+        for ext in ("md", "csv", "tex"):
+            assert (out / f"{stem}.{ext}").stat().st_size > 0, (stem, ext)
+    for fig in ("fig_accuracy_vs_length", "fig_accuracy_vs_dinf", "fig_accuracy_vs_size", "fig_verdicts"):
+        assert (out / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
+        assert "<svg" in (out / f"{fig}.svg").read_text()[:2000]
+    tex = (out / "table1.tex").read_text()
+    assert "\\begin{tabular}" in tex and "\\multicolumn" in tex and "$d_\\infty$" in tex
+    md = (out / "table5.md").read_text()
+    assert "tokens" in md and "| Grid | Grid + Descr. |" in md
+    html = (out / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html  # self-contained
+    assert "data:image/png;base64," in html
+    scored = list((out / "scored").glob("*.jsonl"))
+    assert len(scored) == 8 + 4 * 3
+    rec = json.loads(scored[0].read_text().splitlines()[0])
+    assert {"id", "success", "verdict", "moves"} <= set(rec)
+
+
+def test_no_runs_is_an_error(tmp_path: Path) -> None:
+    from lakeshift.errors import LakeshiftError
+
+    with pytest.raises(LakeshiftError, match="no predictions"):
+        build_report([], tmp_path)
