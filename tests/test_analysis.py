@@ -87,7 +87,9 @@ def test_lengths_fall_back_to_characters() -> None:
 def test_long_rows_and_training_histogram() -> None:
     rows = analysis.long_rows(analysis.by_fields(_records(), "split", "size"), ["split", "size"])
     assert rows[0]["model"] == "a" and {"n", "k", "acc", "lo", "hi", "fell_in_hole"} <= set(rows[0])
-    assert analysis.training_lengths([{"optimal_length": 2}, {"optimal_length": 2}, {"optimal_length": 5}]) == {
+    assert analysis.training_lengths(
+        [{"optimal_length": 2}, {"optimal_length": 2}, {"optimal_length": 5}]
+    ) == {
         2: 2,
         5: 1,
     }

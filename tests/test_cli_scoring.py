@@ -14,7 +14,9 @@ from lakeshift.cli import main
 
 @pytest.fixture
 def maps_file(tmp_path: Path) -> Path:
-    return write_jsonl(tmp_path / "data" / "ood-dist" / "maps.jsonl", make_maps("ood-dist", (7, 8), 5, min_dinf=6))
+    return write_jsonl(
+        tmp_path / "data" / "ood-dist" / "maps.jsonl", make_maps("ood-dist", (7, 8), 5, min_dinf=6)
+    )
 
 
 def test_baseline_then_score(tmp_path: Path, maps_file: Path, capsys: pytest.CaptureFixture) -> None:
@@ -27,7 +29,9 @@ def test_baseline_then_score(tmp_path: Path, maps_file: Path, capsys: pytest.Cap
     assert "accuracy 10/10 = 1.000" in out and "7x7: 5/5" in out
     recs = [json.loads(x) for x in scored.read_text().splitlines()]
     assert len(recs) == 10 and all(r["success"] and r["verdict"] == "success" and r["moves"] for r in recs)
-    assert main(["score", "--maps", str(maps_file), "--predictions", str(preds), "--compat", "frozen_ood"]) == 0
+    assert (
+        main(["score", "--maps", str(maps_file), "--predictions", str(preds), "--compat", "frozen_ood"]) == 0
+    )
     assert "accuracy 10/10" in capsys.readouterr().out
 
 
@@ -43,7 +47,19 @@ def test_other_policies_are_deterministic(tmp_path: Path, maps_file: Path, polic
 
 def test_oracle_with_cot_is_faithful(tmp_path: Path, maps_file: Path, capsys: pytest.CaptureFixture) -> None:
     preds = tmp_path / "p.jsonl"
-    main(["baseline", "--maps", str(maps_file), "--policy", "oracle", "--cot", "grid+desc", "--out", str(preds)])
+    main(
+        [
+            "baseline",
+            "--maps",
+            str(maps_file),
+            "--policy",
+            "oracle",
+            "--cot",
+            "grid+desc",
+            "--out",
+            str(preds),
+        ]
+    )
     capsys.readouterr()
     assert main(["score", "--maps", str(maps_file), "--predictions", str(preds)]) == 0
     assert "CoT faithfulness: 10/10" in capsys.readouterr().out
@@ -53,7 +69,9 @@ def test_bad_predictions_warn_or_fail_with_strict(
     tmp_path: Path, maps_file: Path, capsys: pytest.CaptureFixture
 ) -> None:
     preds = tmp_path / "bad.jsonl"
-    preds.write_text('{"id": "ood-dist-7-0", "output": "\\\\boxed{UP}"}\n{broken\n{"id": "zzz", "output": ""}\n')
+    preds.write_text(
+        '{"id": "ood-dist-7-0", "output": "\\\\boxed{UP}"}\n{broken\n{"id": "zzz", "output": ""}\n'
+    )
     assert main(["score", "--maps", str(maps_file), "--predictions", str(preds)]) == 0
     captured = capsys.readouterr()
     assert "9 maps without a prediction (scored missing)" in captured.out
@@ -81,5 +99,7 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     # A 'maps' field in the records is enough.
     solo = tmp_path / "solo"
     rows = [json.loads(x) for x in (runs / "grid__grid+desc" / "id-test.jsonl").read_text().splitlines()]
-    write_jsonl(solo / "m" / "preds.jsonl", [dict(r, maps=str(data / "id-test" / "maps.jsonl")) for r in rows])
+    write_jsonl(
+        solo / "m" / "preds.jsonl", [dict(r, maps=str(data / "id-test" / "maps.jsonl")) for r in rows]
+    )
     assert main(["report", str(solo), "--out", str(tmp_path / "y"), "--no-baselines", "--examples", "0"]) == 0

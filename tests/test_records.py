@@ -105,3 +105,13 @@ def test_records_load_with_datasets() -> None:
         ds = datasets.Dataset.from_list(rows)
         assert len(ds) == len(traces.COT_FORMATS)
         assert ds[0]["messages"][0]["role"] == "system"
+
+
+def test_batch_records_equal_single_records() -> None:
+    batch = records.sft_records(MAP, "test")
+    assert list(batch) == [(i, c) for i in formats.INPUT_FORMATS for c in traces.COT_FORMATS]
+    for (inp, cot), rec in batch.items():
+        assert rec == records.sft_record(MAP, inp, cot, "test")
+    # No shared mutable parts: editing one record leaves the others intact.
+    batch["image", "none"]["messages"][1]["content"][0]["text"] = "changed"
+    assert batch["image", "desc"]["messages"][1]["content"][0]["text"] != "changed"

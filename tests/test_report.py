@@ -13,7 +13,12 @@ from test_scoring import make_maps, write_jsonl
 from lakeshift.env import FrozenLakeMap
 from lakeshift.report import RunInput, build_report
 
-SPLITS = {"id-test": ((3, 4, 5, 6), 0), "ood-size": ((7, 8), 0), "ood-dist": ((7, 8), 6), "embed10-test": ((10,), 2)}
+SPLITS = {
+    "id-test": ((3, 4, 5, 6), 0),
+    "ood-size": ((7, 8), 0),
+    "ood-dist": ((7, 8), 6),
+    "embed10-test": ((10,), 2),
+}
 
 
 def make_suite(root: Path, per_size: int = 6) -> Path:
@@ -79,8 +84,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     noisy_predictions(data, runs, "grid__none", 1)
     noisy_predictions(data, runs, "grid__grid+desc", 2, cot="grid+desc")
     inputs = [
-        RunInput(p, data / p.stem / "maps.jsonl", {"model": p.parent.name, "input_format": "grid",
-                                                  "cot_format": p.parent.name.split("__")[1]}, p.parent.name + p.stem)
+        RunInput(
+            p,
+            data / p.stem / "maps.jsonl",
+            {"model": p.parent.name, "input_format": "grid", "cot_format": p.parent.name.split("__")[1]},
+            p.parent.name + p.stem,
+        )
         for p in sorted(runs.rglob("*.jsonl"))
     ]
     out = root / "out"
@@ -96,11 +105,16 @@ def _csv(path: Path) -> list[dict]:
 def test_table1_equals_independent_recount(report: tuple[Path, Path, Path]) -> None:
     data, runs, out = report
     rows = {r["Model"]: r for r in _csv(out / "table1.csv")}
-    assert {"baseline-oracle", "baseline-greedy", "baseline-random", "grid__none", "grid__grid+desc"} <= set(rows)
+    assert {"baseline-oracle", "baseline-greedy", "baseline-random", "grid__none", "grid__grid+desc"} <= set(
+        rows
+    )
     for folder in ("grid__none", "grid__grid+desc"):
         row = rows[folder]
-        for short, split, sizes in (("ID", "id-test", (3, 4, 5, 6)), ("OOD", "ood-size", (7, 8)),
-                                    ("OOD d>=6", "ood-dist", (7, 8))):
+        for short, split, sizes in (
+            ("ID", "id-test", (3, 4, 5, 6)),
+            ("OOD", "ood-size", (7, 8)),
+            ("OOD d>=6", "ood-dist", (7, 8)),
+        ):
             accs = [recount(data, runs, folder, split, s) for s in sizes]
             for s, acc in zip(sizes, accs, strict=True):
                 assert float(row[f"{short} {s}x{s}"]) == pytest.approx(acc, abs=1e-4)
@@ -114,8 +128,10 @@ def test_table3_and_long_csvs(report: tuple[Path, Path, Path]) -> None:
     data, runs, out = report
     t3 = {r["Model"]: r for r in _csv(out / "table3.csv")}
     maps = [json.loads(x) for x in (data / "embed10-test" / "maps.jsonl").read_text().splitlines()]
-    preds = {json.loads(x)["id"]: json.loads(x)["output"]
-             for x in (runs / "grid__none" / "embed10-test.jsonl").read_text().splitlines()}
+    preds = {
+        json.loads(x)["id"]: json.loads(x)["output"]
+        for x in (runs / "grid__none" / "embed10-test.jsonl").read_text().splitlines()
+    }
     for d in sorted({m["d_inf"] for m in maps}):
         group = "ID" if d <= 5 else "OOD"
         sel = [m for m in maps if m["d_inf"] == d]
@@ -128,7 +144,9 @@ def test_table3_and_long_csvs(report: tuple[Path, Path, Path]) -> None:
                 ok += FrozenLakeMap.from_rows(m["rows"]).simulate(moves).success
         assert float(t3["grid__none"][f"{group} {d}"]) == pytest.approx(ok / len(sel), abs=1e-4)
     by_size = _csv(out / "by_size.csv")
-    row = next(r for r in by_size if r["model"] == "grid__none" and r["split"] == "id-test" and r["size"] == "3")
+    row = next(
+        r for r in by_size if r["model"] == "grid__none" and r["split"] == "id-test" and r["size"] == "3"
+    )
     n, k = int(row["n"]), int(row["k"])
     assert float(row["lo"]) <= k / n <= float(row["hi"])
     assert int(row["missing"]) + int(row["success"]) <= n

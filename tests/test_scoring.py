@@ -45,7 +45,9 @@ def map_record(m: FrozenLakeMap, mid: str, split: str) -> dict:
     }
 
 
-def make_maps(split: str, sizes: tuple[int, ...], per_size: int, seed: int = 0, min_dinf: int = 0) -> list[dict]:
+def make_maps(
+    split: str, sizes: tuple[int, ...], per_size: int, seed: int = 0, min_dinf: int = 0
+) -> list[dict]:
     """Random solvable maps (independent of helper DATA's generator, so these tests do not depend on it)."""
     rng = random.Random(f"{split}:{seed}")
     out: list[dict] = []
@@ -139,7 +141,10 @@ def test_vsp_compat_stops_at_the_goal() -> None:
     assert ok["success"] and ok["optimal"]
     # gymnasium ends the episode at the goal: what follows, even garbage, does not matter.
     assert score_output(FIG3_SM, "Action plan: L,U,U,R,D,x", compat="vsp")["success"]
-    assert not score_output(FIG3_SM, "Action plan: L,U,U,R,D", compat="default" and None)["success"]
+    assert not score_output(
+        FIG3_SM,
+        "Action plan: L,U,U,R,D",
+    )["success"]
     assert score_output(FIG3_SM, "Action Plan: L,U,U,R.", compat="vsp")["success"]
     bad = score_output(FIG3_SM, "Action plan: L,U,X,R", compat="vsp")
     assert bad["verdict"] == "unparseable" and not bad["success"]
@@ -208,7 +213,10 @@ def test_paths_through_a_hole_fall(seed: int, moves: list[str]) -> None:
     out = score_output(sm, "\\boxed{" + ", ".join(moves) + "}")
     if rollout.fell_at is not None:
         assert out["verdict"] == "fell_in_hole" and out["fell_at"] == rollout.fell_at and not out["success"]
-        assert score_output(sm, "\\boxed{" + ",".join(moves) + "}", compat="frozen_ood")["verdict"] == "fell_in_hole"
+        assert (
+            score_output(sm, "\\boxed{" + ",".join(moves) + "}", compat="frozen_ood")["verdict"]
+            == "fell_in_hole"
+        )
     elif not moves:
         assert out["verdict"] == "no_answer"
     else:
@@ -355,3 +363,17 @@ def test_maps_file_errors(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "dup.jsonl", [rec, rec])
     with pytest.raises(LakeshiftError, match="map 2: duplicate map id"):
         load_scoring_maps(path)
+
+
+@pytest.mark.parametrize("cot", COTS)
+def test_fast_path_agrees_with_the_full_check(cot: str) -> None:
+    from lakeshift import traces
+    from lakeshift.scoring import check_steps, faithfulness
+
+    for rec in make_maps("f", (4, 6), 3, seed=5):
+        sm = scoring_map(rec)
+        path = rec["optimal_path"]
+        text = traces.completion(sm.map, path, cot)
+        for answer in (path, path[:-1], None):
+            full = check_steps(sm.map, traces.parse_steps(text, cot, sm.map), cot, answer)
+            assert faithfulness(sm.map, text, cot, answer) == full

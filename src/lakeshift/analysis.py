@@ -198,7 +198,7 @@ def long_rows(cells: Mapping[tuple, Cell], names: Sequence[str]) -> list[dict[st
     for key in sorted(cells, key=lambda k: (run_sort_key(k[0]), *(_sortable(x) for x in k[1:]))):
         model, inp, cot = key[0]
         row: dict[str, Any] = {"model": model, "input_format": inp, "cot_format": cot}
-        row.update(dict(zip(names, key[1:])))
+        row.update(dict(zip(names, key[1:], strict=True)))
         row.update(cells[key].row())
         rows.append(row)
     return rows

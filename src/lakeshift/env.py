@@ -105,7 +105,9 @@ class FrozenLakeMap:
                 elif ch == "G":
                     goal.append((r, c))
                 elif ch != "F":
-                    raise MapError(f"unknown cell {ch!r} at row {r + 1}, column {c + 1} (expected S, F, H or G)")
+                    raise MapError(
+                        f"unknown cell {ch!r} at row {r + 1}, column {c + 1} (expected S, F, H or G)"
+                    )
         if len(start) != 1 or len(goal) != 1:
             raise MapError(f"a map needs exactly one S and one G, found {len(start)} and {len(goal)}")
         return cls(n, frozenset(holes), start[0], goal[0])
@@ -410,7 +412,9 @@ def bitboard_solvable(n: int, hole_bits: int, start: Cell, goal: Cell) -> int | 
     ``hole_bits`` uses the row stride ``n + 1`` of this module's bitboards.
     """
     w = n + 1
-    layers = _bfs_layers(_full_mask(n) & ~hole_bits, 1 << (goal[0] * w + goal[1]), 1 << (start[0] * w + start[1]), w)
+    layers = _bfs_layers(
+        _full_mask(n) & ~hole_bits, 1 << (goal[0] * w + goal[1]), 1 << (start[0] * w + start[1]), w
+    )
     return None if layers is None else len(layers) - 1
 
 

@@ -39,12 +39,12 @@ map's true BFS length, as the paper assumes ("does not change the correct path")
 
 from __future__ import annotations
 
+import _random
 import bisect
 import hashlib
 import math
 import random
-import _random
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -131,7 +131,9 @@ class SplitSpec:
         for i, g in enumerate(kw.pop("groups", []) or []):
             gknown = set(Group.__dataclass_fields__)
             if not isinstance(g, Mapping) or set(g) - gknown:
-                raise LakeshiftError(f"{where}, group {i + 1}: expected an object with fields {sorted(gknown)}")
+                raise LakeshiftError(
+                    f"{where}, group {i + 1}: expected an object with fields {sorted(gknown)}"
+                )
             try:
                 groups.append(Group(**g))
             except TypeError as err:
@@ -162,7 +164,7 @@ class GenStats:
         self.per_map_max_attempts = max(self.per_map_max_attempts, other.per_map_max_attempts)
 
 
-# ----- validation -----------------------------------------------------------------------------------------
+# ----- validation -------------------------------------------------------------------------------------------
 def validate_group(g: Group, where: str = "group") -> None:
     """Rejects impossible or malformed constraints before any work is done.
 
@@ -177,12 +179,12 @@ def validate_group(g: Group, where: str = "group") -> None:
         raise LakeshiftError(f"{where}: hole probability must be in [0, 1), got {g.hole_prob!r}")
     n = g.size
     dmax = n - 1 if g.d_inf_max is None else g.d_inf_max
-    if g.d_inf_min < 1 or dmax < g.d_inf_min:
-        raise LakeshiftError(f"{where}: empty d_inf range {g.d_inf_min}..{dmax}")
     if g.d_inf_min > n - 1:
         raise LakeshiftError(
             f"{where}: impossible constraint d_inf >= {g.d_inf_min} on a {n}x{n} map (d_inf <= {n - 1})"
         )
+    if g.d_inf_min < 1 or dmax < g.d_inf_min:
+        raise LakeshiftError(f"{where}: empty d_inf range {g.d_inf_min}..{dmax}")
     lmax = g.length_max
     if g.length_min < 1 or (lmax is not None and lmax < g.length_min):
         raise LakeshiftError(f"{where}: empty optimal-length range {g.length_min}..{lmax}")
@@ -252,7 +254,13 @@ def _binomial_cdf(cells: int, q: float) -> tuple[float, ...]:
     lq, lp = math.log(q), math.log1p(-q)
     total, cdf = 0.0, []
     for k in range(cells + 1):
-        total += math.exp(math.lgamma(cells + 1) - math.lgamma(k + 1) - math.lgamma(cells - k + 1) + k * lq + (cells - k) * lp)
+        total += math.exp(
+            math.lgamma(cells + 1)
+            - math.lgamma(k + 1)
+            - math.lgamma(cells - k + 1)
+            + k * lq
+            + (cells - k) * lp
+        )
         cdf.append(total)
     return tuple(cdf)
 
@@ -271,7 +279,7 @@ def _geometry(n: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]
     return rows, cols, bits
 
 
-# ----- one map --------------------------------------------------------------------------------------------------
+# ----- one map ----------------------------------------------------------------------------------------------
 def _rows_of(n: int, holes: Iterable[int], s: int, g: int) -> list[str]:
     cells = bytearray(b"F" * (n * n))
     for h in holes:
@@ -429,7 +437,9 @@ def _embed(
             "source_id": src["id"],
             "offset": [r0, c0],
         }
-    raise LakeshiftError(f"{where()}: could not embed map {src['id']} without a shortcut in {max_attempts} attempts")
+    raise LakeshiftError(
+        f"{where()}: could not embed map {src['id']} without a shortcut in {max_attempts} attempts"
+    )
 
 
 def _locate(spec: SplitSpec, index: int) -> Group:
@@ -458,7 +468,9 @@ def _one(
     if spec.embed_source:
         if source is None:
             raise ValueError("an embedded split needs its source map")
-        body = _embed(source, spec.embed_size, spec.embed_hole_prob, rng, forbidden, stats, max_attempts, where)
+        body = _embed(
+            source, spec.embed_size, spec.embed_hole_prob, rng, forbidden, stats, max_attempts, where
+        )
     else:
         body = _draw_random(_locate(spec, index), rng, spec.tie_break, forbidden, stats, max_attempts, where)
     return {"id": map_id(spec.name, index, total), "split": spec.name, **body}
@@ -493,7 +505,9 @@ _WORKER: dict = {}
 
 
 def _init_worker(spec: SplitSpec, seed: int, total: int, forbidden, sources, max_attempts: int) -> None:
-    _WORKER.update(spec=spec, seed=seed, total=total, forbidden=forbidden, sources=sources, max_attempts=max_attempts)
+    _WORKER.update(
+        spec=spec, seed=seed, total=total, forbidden=forbidden, sources=sources, max_attempts=max_attempts
+    )
 
 
 def _work_chunk(bounds: tuple[int, int]) -> tuple[list[dict], GenStats]:

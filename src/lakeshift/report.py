@@ -433,7 +433,7 @@ def plot_accuracy_vs_length(
         ax_h.bar([x + width / 2 for x in xs], [test_hist[x] / tot for x in xs], width, label="test")
     ax_h.set_ylabel("share of maps")
     ax_h.legend(fontsize=8)
-    for key, color in zip(runs, _colors(len(runs))):
+    for key, color in zip(runs, _colors(len(runs)), strict=True):
         pts = sorted((int(k[1]), c) for k, c in by_length.items() if k[0] == key and k[1] is not None)
         if not pts:
             continue
@@ -459,8 +459,8 @@ def plot_accuracy_vs_dinf(by_split_dinf: Mapping[tuple, Cell], runs: Sequence[Ru
     plt = _plt()
     splits = sorted({k[1] for k in by_split_dinf}, key=_split_order)
     fig, axes = plt.subplots(1, max(1, len(splits)), figsize=(4 * max(1, len(splits)), 3.8), squeeze=False)
-    for ax, split in zip(axes[0], splits):
-        for key, color in zip(runs, _colors(len(runs))):
+    for ax, split in zip(axes[0], splits, strict=False):
+        for key, color in zip(runs, _colors(len(runs)), strict=True):
             pts = sorted((int(k[2]), c) for k, c in by_split_dinf.items() if k[0] == key and k[1] == split)
             if pts:
                 style = ":" if key[1] == "baseline" else "-"
@@ -494,7 +494,7 @@ def plot_accuracy_vs_size(by_split_size: Mapping[tuple, Cell], runs: Sequence[Ru
     """Accuracy vs map size per run: random d_inf (id-test, ood-size) solid, d_inf >= 6 dashed."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, color in zip(runs, _colors(len(runs))):
+    for key, color in zip(runs, _colors(len(runs)), strict=True):
         for splits, style, label in ((("id-test", "ood-size"), "-", True), (("ood-dist",), "--", False)):
             pts = sorted((int(k[2]), c) for k, c in by_split_size.items() if k[0] == key and k[1] in splits)
             if pts:
@@ -538,7 +538,7 @@ def plot_verdicts(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey], out_di
     for verdict in VERDICTS:
         shares = [by_split[k].verdicts.get(verdict, 0) / max(1, by_split[k].n) for k in keys]
         ax.barh(ys, shares, left=left, color=VERDICT_COLORS[verdict], label=verdict, height=0.8)
-        left = [a + b for a, b in zip(left, shares)]
+        left = [a + b for a, b in zip(left, shares, strict=True)]
     ax.set_yticks(ys)
     ax.set_yticklabels([f"{_run_name(r)} | {s}" for r, s in keys], fontsize=6)
     ax.invert_yaxis()
@@ -613,7 +613,7 @@ def build_report(
 
     from lakeshift import baselines as bl
     from lakeshift import report_html
-    from lakeshift.scoring import PredictionsFile, Prediction
+    from lakeshift.scoring import Prediction, PredictionsFile
 
     if not runs:
         raise LakeshiftError("no predictions files to report on")

@@ -144,7 +144,7 @@ class ExampleSampler:
                 positions.append(list(pos))
             self._examples.append(
                 {
-                    "run": f"{rec.get('model', '?')} | {rec.get('input_format', '?')} | {rec.get('cot_format', '?')}",
+                    "run": " | ".join(str(rec.get(k, "?")) for k in ("model", "input_format", "cot_format")),
                     "split": str(rec.get("split")),
                     "size": rec["size"],
                     "d_inf": rec["d_inf"],
@@ -285,66 +285,142 @@ mark{background:#ffeb3b;outline:2px solid #e53935}
 """
 
 _JS = r"""
-(function(){
-"use strict";
-var DATA=JSON.parse(document.getElementById("report-data").textContent);
-var EX=DATA.examples, PAGE=25, shown=PAGE;
-var F={run:"f-run",split:"f-split",size:"f-size",verdict:"f-verdict"};
-function uniq(key){var s={};EX.forEach(function(e){s[String(e[key])]=1;});
-  var v=Object.keys(s);v.sort(function(a,b){var x=Number(a),y=Number(b);return (isNaN(x)||isNaN(y))?(a<b?-1:a>b?1:0):x-y;});return v;}
-function fill(key){var sel=document.getElementById(F[key]);var vals=uniq(key);
-  if(key==="verdict"){vals=DATA.verdicts.filter(function(v){return vals.indexOf(v)>=0;});}
-  sel.innerHTML="";var o=document.createElement("option");o.value="";o.textContent="(all)";sel.appendChild(o);
-  vals.forEach(function(v){var o=document.createElement("option");o.value=v;o.textContent=v;sel.appendChild(o);});
-  sel.addEventListener("change",function(){shown=PAGE;writeHash();render();});}
-function state(){var s={};Object.keys(F).forEach(function(k){s[k]=document.getElementById(F[k]).value;});return s;}
-function readHash(){var h=location.hash.replace(/^#/,"");if(!h)return;
-  h.split("&").forEach(function(p){var kv=p.split("=");var k=decodeURIComponent(kv[0]);
-    var v=decodeURIComponent((kv[1]||"").replace(/\+/g," "));
-    if(F[k]){var sel=document.getElementById(F[k]);
-      var ok=Array.prototype.some.call(sel.options,function(o){return o.value===v;});
-      if(!ok){var o=document.createElement("option");o.value=v;o.textContent=v+" (no examples)";sel.appendChild(o);}
-      sel.value=v;}});}
-function writeHash(){var s=state();var parts=[];Object.keys(s).forEach(function(k){if(s[k])parts.push(k+"="+encodeURIComponent(s[k]));});
-  history.replaceState(null,"","#"+parts.join("&"));}
-function esc(t){return t.replace(/&/g,"&amp;").replace(/</g,"&lt;").replace(/>/g,"&gt;");}
-function marked(text,marks){var out="",pos=0;
-  marks.forEach(function(m){if(m[0]<pos)return;out+=esc(text.slice(pos,m[0]));
-    out+='<mark title="'+esc(m[2]).replace(/"/g,"&quot;")+'">'+esc(text.slice(m[0],m[1]))+"</mark>";pos=m[1];});
-  return out+esc(text.slice(pos));}
-var DEL={UP:[-1,0],DOWN:[1,0],LEFT:[0,-1],RIGHT:[0,1]};
-function grid(e){var n=e.rows.length,opt={},path={},r,c;
-  for(r=0;r<n;r++){c=e.rows[r].indexOf("S");if(c>=0){var p=[r,c];}}
-  opt[p[0]+","+p[1]]=1;e.optimal.forEach(function(m){var d=DEL[m];p=[p[0]+d[0],p[1]+d[1]];opt[p[0]+","+p[1]]=1;});
-  e.path.forEach(function(q){path[q[0]+","+q[1]]=1;});
-  var last=e.path[e.path.length-1];var fell=e.verdict==="fell_in_hole"?last[0]+","+last[1]:null;
-  var h='<div class="grid" style="grid-template-columns:repeat('+n+',14px)">';
-  for(r=0;r<n;r++)for(c=0;c<n;c++){var ch=e.rows[r][c],k=r+","+c,cls=[ch];
-    if(path[k]&&ch==="F")cls.push("path");if(opt[k])cls.push("opt");if(k===fell)cls.push("fell");
-    h+='<div class="'+cls.join(" ")+'">'+(ch==="S"?"S":ch==="G"?"G":"")+"</div>";}
-  return h+"</div>";}
-function card(e){var img=e.img&&DATA.images[e.img]?'<img alt="map" width="120" src="'+DATA.images[e.img]+'">':"";
-  var tr=Object.keys(e.trace).map(function(k){return k.replace("trace_","")+": "+e.trace[k];}).join("; ");
-  return '<div class="ex" data-verdict="'+e.verdict+'"><div class="side">'+img+grid(e)+"</div>"+
-    '<div class="main"><h3><span class="v-'+e.verdict+'">'+e.verdict+"</span> &middot; "+esc(e.run)+" &middot; "+esc(e.split)+
-    " &middot; map "+esc(String(e.id))+" ("+e.size+"x"+e.size+", d_inf "+e.d_inf+", optimal "+e.opt_len+")</h3>"+
-    (e.detail?"<div>"+esc(e.detail)+"</div>":"")+(tr?"<div>trace: "+esc(tr)+"</div>":"")+
-    "<div>answer: "+esc(e.moves.join(", ")||"(none)")+"</div><div>optimal: "+esc(e.optimal.join(", "))+"</div>"+
-    '<pre class="out">'+marked(e.output,e.marks)+(e.truncated?"\n[... truncated]":"")+"</pre></div></div>";}
-function render(){var s=state();
-  var sel=EX.filter(function(e){return Object.keys(s).every(function(k){return !s[k]||String(e[k])===s[k];});});
-  document.getElementById("examples").innerHTML=sel.slice(0,shown).map(card).join("");
-  document.getElementById("visible-count").textContent=String(sel.length);
-  document.body.setAttribute("data-visible",String(sel.length));
-  document.body.setAttribute("data-rendered",String(Math.min(shown,sel.length)));
-  document.getElementById("more").style.display=sel.length>shown?"":"none";}
-Object.keys(F).forEach(fill);
-document.getElementById("total-count").textContent=String(EX.length);
-document.getElementById("more").addEventListener("click",function(){shown+=PAGE;render();});
-window.addEventListener("hashchange",function(){readHash();render();});
-readHash();render();
-document.getElementById("js-errors").textContent=window.__errors.join("\n");
-document.body.setAttribute("data-errors",String(window.__errors.length));
-document.body.setAttribute("data-ready","1");
+(function () {
+  "use strict";
+  var DATA = JSON.parse(document.getElementById("report-data").textContent);
+  var EX = DATA.examples, PAGE = 25, shown = PAGE;
+  var F = {run: "f-run", split: "f-split", size: "f-size", verdict: "f-verdict"};
+  function byValue(a, b) {
+    var x = Number(a), y = Number(b);
+    if (isNaN(x) || isNaN(y)) { return a < b ? -1 : a > b ? 1 : 0; }
+    return x - y;
+  }
+  function uniq(key) {
+    var seen = {};
+    EX.forEach(function (e) { seen[String(e[key])] = 1; });
+    return Object.keys(seen).sort(byValue);
+  }
+  function option(sel, value, text) {
+    var o = document.createElement("option");
+    o.value = value;
+    o.textContent = text;
+    sel.appendChild(o);
+  }
+  function fill(key) {
+    var sel = document.getElementById(F[key]);
+    var vals = uniq(key);
+    if (key === "verdict") {
+      vals = DATA.verdicts.filter(function (v) { return vals.indexOf(v) >= 0; });
+    }
+    sel.innerHTML = "";
+    option(sel, "", "(all)");
+    vals.forEach(function (v) { option(sel, v, v); });
+    sel.addEventListener("change", function () { shown = PAGE; writeHash(); render(); });
+  }
+  function state() {
+    var s = {};
+    Object.keys(F).forEach(function (k) { s[k] = document.getElementById(F[k]).value; });
+    return s;
+  }
+  function readHash() {
+    var h = location.hash.replace(/^#/, "");
+    if (!h) { return; }
+    h.split("&").forEach(function (part) {
+      var kv = part.split("=");
+      var k = decodeURIComponent(kv[0]);
+      var v = decodeURIComponent((kv[1] || "").replace(/\+/g, " "));
+      if (!F[k]) { return; }
+      var sel = document.getElementById(F[k]);
+      var known = Array.prototype.some.call(sel.options, function (o) { return o.value === v; });
+      if (!known) { option(sel, v, v + " (no examples)"); }
+      sel.value = v;
+    });
+  }
+  function writeHash() {
+    var s = state(), parts = [];
+    Object.keys(s).forEach(function (k) {
+      if (s[k]) { parts.push(k + "=" + encodeURIComponent(s[k])); }
+    });
+    history.replaceState(null, "", "#" + parts.join("&"));
+  }
+  function esc(t) {
+    return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+      .replace(/"/g, "&quot;");
+  }
+  function marked(text, marks) {
+    var out = "", pos = 0;
+    marks.forEach(function (m) {
+      if (m[0] < pos) { return; }
+      out += esc(text.slice(pos, m[0]));
+      out += '<mark title="' + esc(m[2]) + '">' + esc(text.slice(m[0], m[1])) + "</mark>";
+      pos = m[1];
+    });
+    return out + esc(text.slice(pos));
+  }
+  var DEL = {UP: [-1, 0], DOWN: [1, 0], LEFT: [0, -1], RIGHT: [0, 1]};
+  function grid(e) {
+    var n = e.rows.length, opt = {}, path = {}, r, c, p = null;
+    for (r = 0; r < n; r++) {
+      c = e.rows[r].indexOf("S");
+      if (c >= 0) { p = [r, c]; }
+    }
+    opt[p[0] + "," + p[1]] = 1;
+    e.optimal.forEach(function (m) {
+      p = [p[0] + DEL[m][0], p[1] + DEL[m][1]];
+      opt[p[0] + "," + p[1]] = 1;
+    });
+    e.path.forEach(function (q) { path[q[0] + "," + q[1]] = 1; });
+    var last = e.path[e.path.length - 1];
+    var fell = e.verdict === "fell_in_hole" ? last[0] + "," + last[1] : null;
+    var h = '<div class="grid" style="grid-template-columns:repeat(' + n + ',14px)">';
+    for (r = 0; r < n; r++) {
+      for (c = 0; c < n; c++) {
+        var ch = e.rows[r][c], k = r + "," + c, cls = [ch];
+        if (path[k] && ch === "F") { cls.push("path"); }
+        if (opt[k]) { cls.push("opt"); }
+        if (k === fell) { cls.push("fell"); }
+        h += '<div class="' + cls.join(" ") + '">' + (ch === "S" || ch === "G" ? ch : "") + "</div>";
+      }
+    }
+    return h + "</div>";
+  }
+  function card(e) {
+    var src = e.img && DATA.images[e.img];
+    var img = src ? '<img alt="map" width="120" src="' + src + '">' : "";
+    var tr = Object.keys(e.trace).map(function (k) {
+      return k.replace("trace_", "") + ": " + e.trace[k];
+    }).join("; ");
+    var head = '<span class="v-' + e.verdict + '">' + e.verdict + "</span> &middot; " + esc(e.run) +
+      " &middot; " + esc(e.split) + " &middot; map " + esc(e.id) + " (" + e.size + "x" + e.size +
+      ", d_inf " + e.d_inf + ", optimal " + e.opt_len + ")";
+    return '<div class="ex" data-verdict="' + e.verdict + '"><div class="side">' + img + grid(e) +
+      '</div><div class="main"><h3>' + head + "</h3>" +
+      (e.detail ? "<div>" + esc(e.detail) + "</div>" : "") +
+      (tr ? "<div>trace: " + esc(tr) + "</div>" : "") +
+      "<div>answer: " + esc(e.moves.join(", ") || "(none)") + "</div>" +
+      "<div>optimal: " + esc(e.optimal.join(", ")) + "</div>" +
+      '<pre class="out">' + marked(e.output, e.marks) + (e.truncated ? "\n[... truncated]" : "") +
+      "</pre></div></div>";
+  }
+  function render() {
+    var s = state();
+    var sel = EX.filter(function (e) {
+      return Object.keys(s).every(function (k) { return !s[k] || String(e[k]) === s[k]; });
+    });
+    document.getElementById("examples").innerHTML = sel.slice(0, shown).map(card).join("");
+    document.getElementById("visible-count").textContent = String(sel.length);
+    document.body.setAttribute("data-visible", String(sel.length));
+    document.body.setAttribute("data-rendered", String(Math.min(shown, sel.length)));
+    document.getElementById("more").style.display = sel.length > shown ? "" : "none";
+  }
+  Object.keys(F).forEach(fill);
+  document.getElementById("total-count").textContent = String(EX.length);
+  document.getElementById("more").addEventListener("click", function () { shown += PAGE; render(); });
+  window.addEventListener("hashchange", function () { readHash(); render(); });
+  readHash();
+  render();
+  document.getElementById("js-errors").textContent = window.__errors.join("\n");
+  document.body.setAttribute("data-errors", String(window.__errors.length));
+  document.body.setAttribute("data-ready", "1");
 })();
 """

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakeshift.env import DELTAS, FrozenLakeMap, MapError
+from lakeshift.env import DELTAS, FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 
 VERDICTS: tuple[str, ...] = (
@@ -128,7 +128,7 @@ class ScoringMap:
 
 
 def scoring_map(rec: Mapping[str, Any], where: str = "map record") -> ScoringMap:
-    """Builds a :class:`ScoringMap` from one ``maps.jsonl`` record (via :func:`lakeshift.suites.map_from_record`).
+    """Builds a :class:`ScoringMap` from one ``maps.jsonl`` record (with ``suites.map_from_record``).
 
     Raises:
         LakeshiftError: the record lacks ``id`` or ``rows`` or describes an invalid map.
@@ -308,24 +308,20 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
     if ex.status != "ok" and not (vsp and moves):
         out["verdict"] = ex.status
         return out
-    if vsp:
-        # gymnasium stops the episode at the goal or a hole: only the moves up to it are executed.
-        rollout = m.simulate(_until_terminal(m, moves))
-    else:
-        rollout = m.simulate(moves)
-    final = rollout.positions[-2] if rollout.fell_at is not None else rollout.final
+    # vsp: gymnasium stops the episode at the goal or a hole, so only the moves up to it are executed.
+    rollout = m.simulate(_until_terminal(m, moves) if vsp else moves)
     out["final"] = list(rollout.final)
     out["off_edge_moves"] = rollout.off_edge_moves
     out["fell_at"] = rollout.fell_at
     out["reached_goal_at"] = rollout.reached_goal_at
-    dist = sm.distances
-    d0 = dist.get(m.start)
-    if d0:
-        out["progress"] = round(1.0 - dist.get(final, d0) / d0, 4)
-    if vsp:
-        success = rollout.reached_goal_at is not None and rollout.fell_at is None
-    else:
-        success = rollout.success
+    success = (rollout.reached_goal_at is not None and rollout.fell_at is None) if vsp else rollout.success
+    if not success:
+        # Progress is measured at the last safe cell (before a fall).
+        final = rollout.positions[-2] if rollout.fell_at is not None else rollout.final
+        dist = sm.distances
+        d0 = dist.get(m.start)
+        if d0:
+            out["progress"] = round(1.0 - dist.get(final, d0) / d0, 4)
     if success:
         out["success"] = True
         out["verdict"] = "success"
@@ -406,7 +402,9 @@ def guess_cot(text: str) -> str | None:
     return "desc" if has_desc else None
 
 
-def faithfulness(m: FrozenLakeMap, output: str, cot: str, answer: Sequence[str] | None = None) -> dict[str, Any]:
+def faithfulness(
+    m: FrozenLakeMap, output: str, cot: str, answer: Sequence[str] | None = None
+) -> dict[str, Any]:
     """Checks a CoT trace against the truth.
 
     Steps come from :func:`lakeshift.traces.parse_steps`. The trace's moves are those it announces
@@ -429,10 +427,58 @@ def faithfulness(m: FrozenLakeMap, output: str, cot: str, answer: Sequence[str] 
     """
     from lakeshift import traces
 
+    fast = _matches_reference(m, output, cot, answer)
+    if fast is not None:
+        return fast
     return check_steps(m, traces.parse_steps(output, cot, m), cot, answer)
 
 
-def check_steps(m: FrozenLakeMap, steps: Sequence[Any], cot: str, answer: Sequence[str] | None) -> dict[str, Any]:
+_ANNOUNCED = re.compile(r"I will move (UP|DOWN|LEFT|RIGHT)\b")
+
+
+def _matches_reference(
+    m: FrozenLakeMap, output: str, cot: str, answer: Sequence[str] | None
+) -> dict[str, Any] | None:
+    """Fast path: a trace identical to our reference completion of its own moves is faithful by construction.
+
+    The trace's moves are the announced ones (description formats) or the answer (map-only formats). When
+    they form a valid plan and the output's trace part equals :func:`lakeshift.traces.completion`'s, the
+    result is known without parsing every map; otherwise ``None`` (the full check runs).
+    """
+    from lakeshift import traces
+
+    cut = output.rfind(_BOX)
+    if cut < 0:
+        return None
+    body = output[:cut]
+    if cot.endswith("desc"):
+        moves = _ANNOUNCED.findall(body)
+    elif answer:
+        moves = list(answer)
+    else:
+        return None
+    if not moves:
+        return None
+    try:
+        ref = traces.completion(m, moves, cot)
+    except ValueError:  # not a valid successful plan: the reference cannot be built
+        return None
+    if ref[: ref.rfind(_BOX)] != body:
+        return None
+    agrees = None if answer is None else list(answer) == moves
+    out = dict(_TRACE_DEFAULTS)
+    out.update(
+        trace_steps=len(moves),
+        trace_maps=len(moves) if cot != "desc" else 0,
+        trace_answer_agrees=agrees,
+        trace_faithful=agrees is not False,
+    )
+    return out
+
+
+def check_steps(
+    m: FrozenLakeMap, steps: Sequence[Any], cot: str, answer: Sequence[str] | None
+) -> dict[str, Any]:
     """The faithfulness fields for steps already split by :func:`lakeshift.traces.parse_steps`."""
     out = dict(_TRACE_DEFAULTS)
     out["trace_steps"] = len(steps)
@@ -637,21 +683,22 @@ def score_predictions(
     for mid, sm in maps.items():
         pred = preds.predictions.get(mid)
         rec: dict[str, Any] = {"id": mid}
-        meta = dict(defaults)
         if pred is None:
+            meta = defaults
             rec.update(judge(sm, missing))
             n_chars = None
-        elif pred.output is None:
-            meta.update({k: pred.meta[k] for k in META_FIELDS if k in pred.meta})
-            rec.update(judge(sm, no_output))
-            if pred.meta.get("duplicate"):
-                rec["detail"] = "duplicate id with different outputs"
-            n_chars = 0
         else:
-            meta.update({k: pred.meta[k] for k in META_FIELDS if k in pred.meta})
-            cot = meta.get("cot_format")
-            rec.update(score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace))
-            n_chars = len(pred.output)
+            pm = pred.meta
+            meta = {**defaults, **{k: pm[k] for k in META_FIELDS if k in pm}} if pm else defaults
+            if pred.output is None:
+                rec.update(judge(sm, no_output))
+                if pm.get("duplicate"):
+                    rec["detail"] = "duplicate id with different outputs"
+                n_chars = 0
+            else:
+                cot = meta.get("cot_format")
+                rec.update(score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace))
+                n_chars = len(pred.output)
         r = sm.record
         rec["split"] = r.get("split", meta.get("split"))
         rec["size"] = r["size"]

@@ -83,7 +83,7 @@ SUITE_FILE = "suite.json"
 SPLIT_FILE = "split.json"
 
 
-# ----- suites -------------------------------------------------------------------------------------------------
+# ----- suites -----------------------------------------------------------------------------------------------
 def paper_suite() -> list[SplitSpec]:
     """The paper's six splits (issue 2's table)."""
     id_groups = ((3, 100), (4, 200), (5, 300), (6, 400))
@@ -91,7 +91,9 @@ def paper_suite() -> list[SplitSpec]:
         SplitSpec("id-train", tuple(Group(n, c, 0.2) for n, c in id_groups), train=True),
         SplitSpec("id-test", tuple(Group(n, 100, 0.2) for n in (3, 4, 5, 6)), exclude=("id-train",)),
         SplitSpec("ood-size", tuple(Group(n, 200, 0.1) for n in (7, 8, 9, 10)), exclude=("id-train",)),
-        SplitSpec("ood-dist", tuple(Group(n, 200, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)),
+        SplitSpec(
+            "ood-dist", tuple(Group(n, 200, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)
+        ),
         SplitSpec("embed10-train", train=True, embed_source="id-train", embed_size=10, embed_hole_prob=0.1),
         SplitSpec(
             "embed10-test",
@@ -107,7 +109,9 @@ def tiny_suite() -> list[SplitSpec]:
         SplitSpec("id-train", tuple(Group(n, 8, 0.2) for n in (3, 4, 5, 6)), train=True),
         SplitSpec("id-test", tuple(Group(n, 4, 0.2) for n in (3, 4, 5, 6)), exclude=("id-train",)),
         SplitSpec("ood-size", tuple(Group(n, 4, 0.1) for n in (7, 8, 9, 10)), exclude=("id-train",)),
-        SplitSpec("ood-dist", tuple(Group(n, 4, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)),
+        SplitSpec(
+            "ood-dist", tuple(Group(n, 4, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)
+        ),
         SplitSpec("embed10-train", train=True, embed_source="id-train"),
         SplitSpec(
             "embed10-test",
@@ -132,7 +136,8 @@ def load_suite(name_or_path: str) -> list[SplitSpec]:
     path = Path(name_or_path)
     if path.suffix.lower() not in (".json", ".yaml", ".yml"):
         raise LakeshiftError(
-            f"unknown suite {name_or_path!r} (expected one of {', '.join(SUITES)} or a .json/.yaml suite file)"
+            f"unknown suite {name_or_path!r} (expected one of {', '.join(SUITES)} "
+            "or a .json/.yaml suite file)"
         )
     if not path.is_file():
         raise LakeshiftError(f"{path}: no such suite file")
@@ -158,19 +163,22 @@ def check_suite(specs: Sequence[SplitSpec]) -> None:
             raise LakeshiftError(f"split {spec.name!r} is defined twice")
         for dep in (*spec.exclude, *([spec.embed_source] if spec.embed_source else [])):
             if dep not in seen:
-                raise LakeshiftError(f"split {spec.name}: depends on {dep!r}, which must be defined before it")
+                raise LakeshiftError(
+                    f"split {spec.name}: depends on {dep!r}, which must be defined before it"
+                )
         validate_spec(spec, seen)
         if spec.embed_source:
             src = next(s for s in specs if s.name == spec.embed_source)
             big = max((g.size for g in src.groups), default=0)
             if big > spec.embed_size:
                 raise LakeshiftError(
-                    f"split {spec.name}: cannot embed {big}x{big} maps of {src.name} in {spec.embed_size}x{spec.embed_size}"
+                    f"split {spec.name}: cannot embed {big}x{big} maps of {src.name} "
+                    f"in {spec.embed_size}x{spec.embed_size}"
                 )
         seen.append(spec.name)
 
 
-# ----- readers --------------------------------------------------------------------------------------------------
+# ----- readers ----------------------------------------------------------------------------------------------
 def load_maps(path: str | Path) -> list[dict[str, Any]]:
     """The map records of a split folder (or of a ``maps.jsonl`` file), in file order.
 
@@ -185,7 +193,9 @@ def load_maps(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(rec["rows"], list) or not all(isinstance(r, str) for r in rec["rows"]):
             raise LakeshiftError(f"{path}, line {lineno}: field 'rows' must be a list of strings")
         if not isinstance(rec["optimal_path"], list) or not all(m in MOVES for m in rec["optimal_path"]):
-            raise LakeshiftError(f"{path}, line {lineno}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT")
+            raise LakeshiftError(
+                f"{path}, line {lineno}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT"
+            )
         out.append(rec)
     return out
 
@@ -208,7 +218,9 @@ def map_from_record(rec: Mapping[str, Any]) -> FrozenLakeMap:
     return m
 
 
-def record_from_map(m: FrozenLakeMap, rid: str, split: str, path: Sequence[str] | None = None) -> dict[str, Any]:
+def record_from_map(
+    m: FrozenLakeMap, rid: str, split: str, path: Sequence[str] | None = None
+) -> dict[str, Any]:
     """A ``maps.jsonl`` record for ``m`` (``path`` given: used as the optimal path, else the solver's)."""
     sol = m.solve()
     return {
@@ -226,7 +238,7 @@ def record_from_map(m: FrozenLakeMap, rid: str, split: str, path: Sequence[str] 
     }
 
 
-# ----- import of the official ID data -------------------------------------------------------------------------
+# ----- import of the official ID data -----------------------------------------------------------------------
 _BOXED = re.compile(r"\\boxed\{([^}]*)\}")
 
 
@@ -293,7 +305,7 @@ def _file_sha256(path: Path) -> str:
         raise LakeshiftError(f"{path}: cannot read ({err.strerror})") from None
 
 
-# ----- writing ----------------------------------------------------------------------------------------------------
+# ----- writing ----------------------------------------------------------------------------------------------
 @dataclass
 class SuiteResult:
     """What :func:`build_suite` did."""
@@ -370,7 +382,9 @@ def build_suite(
     if id_source is not None:
         missing = [n for n in ID_SPLITS if n not in names]
         if missing:
-            raise LakeshiftError(f"--id-source needs splits {', '.join(ID_SPLITS)} in the suite; missing {missing}")
+            raise LakeshiftError(
+                f"--id-source needs splits {', '.join(ID_SPLITS)} in the suite; missing {missing}"
+            )
         for name in ID_SPLITS:
             imported[name] = import_official(id_source, name)
 
@@ -406,7 +420,8 @@ def build_suite(
     old_suite = _read_json(out / SUITE_FILE)
     if old_suite is not None and old_suite.get("hash") != suite_hash and not force:
         raise LakeshiftError(
-            f"{out} holds a different suite ({old_suite.get('suite')}, hash {str(old_suite.get('hash'))[:12]}; "
+            f"{out} holds a different suite ({old_suite.get('suite')}, "
+            f"hash {str(old_suite.get('hash'))[:12]}; "
             f"this config: {suite_hash[:12]}); use --force to overwrite or choose another --out"
         )
     done: dict[str, bool] = {}
@@ -432,7 +447,11 @@ def build_suite(
     todo_total = 0
     for spec in specs:
         if not done[spec.name]:
-            todo_total += len(imported[spec.name][0]) if spec.name in imported else _expected_count(spec, specs, imported)
+            todo_total += (
+                len(imported[spec.name][0])
+                if spec.name in imported
+                else _expected_count(spec, specs, imported)
+            )
     records_by_split: dict[str, list[dict]] = {}
     bar = _progress_bar(todo_total, progress)
     pool = _make_pool(workers) if todo_total and workers > 1 else None
@@ -453,11 +472,15 @@ def build_suite(
                 report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
             else:
                 sources = records_by_split[spec.embed_source] if spec.embed_source else None
-                recs, stats = generate_split(spec, seed, workers=workers, forbidden=forbidden, sources=sources)
+                recs, stats = generate_split(
+                    spec, seed, workers=workers, forbidden=forbidden, sources=sources
+                )
                 report["generation"] = _stats_dict(stats)
                 report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
             records_by_split[name] = recs
-            _write_split(out, spec, recs, configs[name], hashes[name], report, inputs, cot_formats, images, pool, bar)
+            _write_split(
+                out, spec, recs, configs[name], hashes[name], report, inputs, cot_formats, images, pool, bar
+            )
             result.written.append(name)
             result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
     finally:
@@ -610,10 +633,18 @@ def _write_split(
         handles = [(tmp / "sft" / n).open("w", encoding="utf-8") for n in names]
         try:
             jobs = [
-                (recs[a : a + chunk], str(image_dir) if image_dir else None, variant, list(inputs), list(cots))
+                (
+                    recs[a : a + chunk],
+                    str(image_dir) if image_dir else None,
+                    variant,
+                    list(inputs),
+                    list(cots),
+                )
                 for a in range(0, len(recs), chunk)
             ]
-            results: Iterable[list[str]] = pool.imap(_render_chunk, jobs) if pool is not None else map(_render_chunk, jobs)
+            results: Iterable[list[str]] = (
+                pool.imap(_render_chunk, jobs) if pool is not None else map(_render_chunk, jobs)
+            )
             for job, parts in zip(jobs, results, strict=True):
                 for h, text in zip(handles, parts, strict=True):
                     h.write(text)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lakeshift.env import DELTAS, LETTER_MOVES, Cell, FrozenLakeMap
@@ -90,17 +90,22 @@ def goal_distances(m: FrozenLakeMap) -> dict[Cell, int]:
     return dist
 
 
-def step_sentences(m: FrozenLakeMap, pos: Cell, move: str, dist: dict[Cell, int] | None = None) -> list[str]:
+Distances = dict[Cell, int]
+
+
+def step_sentences(
+    m: FrozenLakeMap, pos: Cell, move: str, dist: Distances | Callable[[], Distances] | None = None
+) -> list[str]:
     """The description sentences for taking ``move`` at ``pos`` (rules in the module docstring).
 
     Args:
         m: The map.
         pos: The player's cell before the move (not the goal).
         move: The move the path takes.
-        dist: :func:`goal_distances` of ``m`` (computed when omitted).
+        dist: :func:`goal_distances` of ``m``, or a function returning it (called only when the move is not
+            direct, the only case that needs distances); computed when omitted.
     """
     move = _normalise(move)
-    dist = goal_distances(m) if dist is None else dist
     direct = direct_moves(pos, m.goal)
     sentences = [f"The direct path to the goal is moving {' or '.join(direct)}."]
     others = [d for d in direct if d != move]
@@ -110,6 +115,10 @@ def step_sentences(m: FrozenLakeMap, pos: Cell, move: str, dist: dict[Cell, int]
         ]
         sentences.append(f"Thus, I will move {move}.")
         return sentences
+    if dist is None:
+        dist = goal_distances(m)
+    elif callable(dist):
+        dist = dist()
     here = dist.get(pos)
     chosen = dist.get(m.step(pos, move))
     for d in others:
@@ -153,11 +162,18 @@ def completion(m: FrozenLakeMap, path: Sequence[str], cot: str, *, table_style: 
     positions = _check_path(m, moves)
     map_fmt = _MAP_FORMAT[cot]
     with_desc = cot.endswith("desc")
-    dist = goal_distances(m) if with_desc else None
+    dist: dict[Cell, int] = {}
+
+    def distances() -> dict[Cell, int]:
+        # BFS only for maps whose trace needs it (a move away from the goal), and at most once.
+        if not dist:
+            dist.update(goal_distances(m))
+        return dist
+
     blocks = [f"This is a {m.size}x{m.size} map."] if with_desc else []
     for i, move in enumerate(moves):
         if with_desc:
-            blocks.append(" ".join(step_sentences(m, positions[i], move, dist)))
+            blocks.append(" ".join(step_sentences(m, positions[i], move, distances)))
         if map_fmt is not None:
             state = BoardState.of(m, positions[i + 1])
             blocks.append(render_state(state, map_fmt, style=table_style if map_fmt == "table" else None))

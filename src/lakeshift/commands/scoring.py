@@ -210,7 +210,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from lakeshift.baselines import baseline_predictions
     from lakeshift.io import write_jsonl
     from lakeshift.report import fmt_summary
-    from lakeshift.scoring import PredictionsFile, Prediction, load_scoring_maps, score_predictions, summarize
+    from lakeshift.scoring import Prediction, PredictionsFile, load_scoring_maps, score_predictions, summarize
 
     if args.cot and args.policy != "oracle":
         raise LakeshiftError("--cot is only meaningful with --policy oracle")

@@ -82,6 +82,17 @@ class BoardState:
         except MapError as err:
             raise FormatError(str(err)) from None
 
+    def symbol_rows(self, symbols: dict[str, str]) -> list[list[str]]:
+        """The board as rows of symbols, given one symbol per kind (``player goal hole empty``)."""
+        n = self.size
+        rows = [[symbols["empty"]] * n for _ in range(n)]
+        for r, c in self.holes:
+            rows[r][c] = symbols["hole"]
+        if self.goal is not None:
+            rows[self.goal[0]][self.goal[1]] = symbols["goal"]
+        rows[self.player[0]][self.player[1]] = symbols["player"]
+        return rows
+
     def cell_symbol(self, r: int, c: int) -> str:
         """``"player"``, ``"goal"``, ``"hole"`` or ``"empty"`` for one cell (the player hides the goal)."""
         if (r, c) == self.player:

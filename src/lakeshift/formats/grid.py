@@ -23,9 +23,7 @@ _KINDS: dict[str, str] = {v: k for k, v in SYMBOLS.items()}
 
 def render_state(state: BoardState) -> str:
     """The grid text of a state (no trailing newline)."""
-    n = state.size
-    rows = [SEP.join(SYMBOLS[state.cell_symbol(r, c)] for c in range(n)) for r in range(n)]
-    return "\n".join([HEADER, *rows])
+    return "\n".join([HEADER, *(SEP.join(row) for row in state.symbol_rows(SYMBOLS))])
 
 
 def parse(text: str) -> BoardState:

@@ -36,7 +36,7 @@ def render_state(state: BoardState, style: str = "compact") -> str:
     n = state.size
     heads = [f"Col {c + 1}" for c in range(n)]
     labels = [f"Row {r + 1}" for r in range(n)]
-    cells = [[SYMBOLS[state.cell_symbol(r, c)] for c in range(n)] for r in range(n)]
+    cells = state.symbol_rows(SYMBOLS)
     if style == "compact":
         lines = ["| | " + " | ".join(heads) + " |"]
         lines += [f"| {labels[r]} | " + " | ".join(cells[r]) + " |" for r in range(n)]

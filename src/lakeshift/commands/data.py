@@ -1,0 +1,384 @@
+"""``lakeshift generate``, ``lakeshift stats``, ``lakeshift show`` and ``lakeshift export``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+
+SHOW_FORMATS = ("desc", "table", "grid", "image")
+
+_GENERATE_EPILOG = """\
+Suites: 'paper' writes id-train (100/200/300/400 maps of sizes 3-6), id-test (100 per size 3-6, disjoint
+from id-train), ood-size (200 per size 7-10), ood-dist (200 per size 7-10 with d_inf >= 6), embed10-train
+(every id-train map inside a random 10x10 map) and embed10-test (200 10x10 maps per d_inf 2..9);
+'tiny' is the same structure with a handful of maps; a .json/.yaml file defines your own splits
+({"splits": [{"name": ..., "groups": [{"size": 5, "count": 100, "hole_prob": 0.2, "d_inf_min": 1,
+"d_inf_max": null, "length_min": 1, "length_max": null}], "train": true, "exclude": [...],
+"embed_source": null, "tie_break": "priority"}]}).
+
+Without --suite, one split named --split is generated from --sizes/--count/--hole-prob/--d-inf/--length,
+e.g. 50,000 training maps: lakeshift generate --out data/big --split big-train --train --sizes 3 4 5 6
+--count 12500.
+
+Output per split: maps.jsonl, images/<id>.png, sft/<input>__<cot>.jsonl for every input format x CoT
+format, split.json (written last). Running again with the same options is a no-op; other options into the
+same --out are refused unless --force. An interrupted run leaves nothing that looks finished: rerun it.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``generate``, ``stats``, ``show`` and ``export``."""
+    p = subparsers.add_parser(
+        "generate",
+        help="generate (or import) benchmark splits: maps, images and SFT files",
+        description="Generate the paper's suite, a suite file, or one custom split, reproducibly from a "
+        "seed.",
+        epilog=_GENERATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", required=True, type=Path, help="output folder (one subfolder per split)")
+    p.add_argument("--suite", help="'paper', 'tiny', or a .json/.yaml suite file (see below)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="suite seed; map i of split s depends on (seed, s, i) only (default 0)",
+    )
+    p.add_argument(
+        "--id-source",
+        type=Path,
+        help="Mirage folder vsp_spatial_planning: import id-train/id-test from train_direct.jsonl / "
+        "test_direct.jsonl "
+        "instead of generating them (ids '<n>x<n>-<map_id>', official answers kept)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes for generation, images and SFT files; the output is identical for any value "
+        "(default: the number of CPUs)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite splits in --out that were made with other options"
+    )
+    p.add_argument(
+        "--no-images", action="store_true", help="write no PNGs and no image__* SFT files (text only)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--inputs",
+        default="image,desc,table,grid",
+        help="comma-separated input formats of the SFT files (default: all: image,desc,table,grid)",
+    )
+    p.add_argument(
+        "--cots",
+        default="none,desc,table,grid,table+desc,grid+desc",
+        help="comma-separated CoT formats of the SFT files (default: all six)",
+    )
+    g = p.add_argument_group("one custom split (instead of --suite)")
+    g.add_argument("--split", default="custom", help="split name (default 'custom'); ids are <split>-00042")
+    g.add_argument("--sizes", nargs="+", type=int, metavar="N", help="map sizes, e.g. 7 8 9 10")
+    g.add_argument("--count", type=int, help="maps per size")
+    g.add_argument(
+        "--hole-prob", type=float, default=0.1, help="probability that a cell is a hole (default 0.1)"
+    )
+    g.add_argument(
+        "--d-inf", default="", metavar="MIN:MAX", help="d_inf range: '6:' (>= 6), ':5', '2:4', '7' (exactly)"
+    )
+    g.add_argument(
+        "--length", default="", metavar="MIN:MAX", help="optimal-length range, same syntax as --d-inf"
+    )
+    g.add_argument(
+        "--tie-break",
+        default="priority",
+        help="optimal path among equals: 'priority' (UP, LEFT, RIGHT, DOWN) or 'uniform' (seeded)",
+    )
+    g.add_argument(
+        "--train", action="store_true", help="a training split: SFT prompts use the 'train' variant"
+    )
+    p.set_defaults(handler=cmd_generate)
+
+    p = subparsers.add_parser(
+        "stats",
+        help="per split and size: count, mean d_inf, mean/max optimal length, hole fraction",
+        description="Statistics of a suite folder (every split in it) or of one split folder, as in the "
+        "paper's Tables 2 and 7. Hole fraction = holes / (n*n).",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR", help="suite folder or split folder")
+    p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    p.set_defaults(handler=cmd_stats)
+
+    p = subparsers.add_parser(
+        "show",
+        help="print one map in a format, or its reference CoT completion or prompt",
+        description="Print exactly the requested text on stdout and nothing else. Without --cot/--prompt: "
+        "the "
+        "map in --format (desc: VSP's pure_text file, no trailing newline; table and grid: one trailing "
+        "newline, as VSP's table files). --cot C: the reference assistant completion (CoT and \\boxed{} "
+        "answer) of the SFT record for input --format and CoT C, as stored in sft/<format>__<C>.jsonl (no "
+        "trailing newline added). --prompt: the user message of that record. --format image without "
+        "--cot/--prompt prints the path of the map's PNG (rendered to --out if given or if the split has no "
+        "images).",
+    )
+    p.add_argument("split_dir", type=Path, metavar="SPLIT_DIR", help="a split folder (with maps.jsonl)")
+    p.add_argument("--id", required=True, help="map id (see maps.jsonl)")
+    p.add_argument("--format", required=True, help="desc, table, grid or image")
+    p.add_argument(
+        "--cot", help="print the completion for this CoT: none, desc, table, grid, table+desc, grid+desc"
+    )
+    p.add_argument("--prompt", action="store_true", help="print the user prompt (rule text with the map)")
+    p.add_argument("--style", help="table style: 'compact' (VSP, default) or 'aligned' (the paper's figure)")
+    p.add_argument("--variant", help="prompt variant 'train' or 'test' (default: the split's)")
+    p.add_argument("--out", type=Path, help="--format image: write the PNG here")
+    p.set_defaults(handler=cmd_show)
+
+    p = subparsers.add_parser(
+        "export",
+        help="export a split as a Hugging Face datasets dataset (parquet or arrow)",
+        description="Export a split's maps (default) or one of its SFT files as a datasets.Dataset: "
+        "--format parquet writes one .parquet file, --format arrow a save_to_disk folder. Image SFT records "
+        "get an 'images' column of datasets.Image() (the PNGs are embedded).",
+    )
+    p.add_argument("split_dir", type=Path, metavar="SPLIT_DIR")
+    p.add_argument("--format", default="parquet", help="'parquet' (default) or 'arrow'")
+    p.add_argument("--out", required=True, type=Path, help="output file (parquet) or folder (arrow)")
+    p.add_argument(
+        "--sft",
+        metavar="INPUT__COT",
+        help="export sft/INPUT__COT.jsonl instead of maps.jsonl, e.g. grid__grid+desc",
+    )
+    p.set_defaults(handler=cmd_export)
+
+
+# ----- generate ---------------------------------------------------------------------------------------------
+def _parse_range(text: str, what: str) -> tuple[int | None, int | None]:
+    text = text.strip()
+    if not text:
+        return None, None
+    try:
+        if ":" in text:
+            lo, hi = text.split(":", 1)
+            return (int(lo) if lo.strip() else None), (int(hi) if hi.strip() else None)
+        return int(text), int(text)
+    except ValueError:
+        raise LakeshiftError(f"{what}: expected MIN:MAX, MIN:, :MAX or one integer, got {text!r}") from None
+
+
+def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    for x in items:
+        if x not in allowed:
+            raise LakeshiftError(f"unknown {what} {x!r} (expected one of {', '.join(allowed)})")
+    if not items:
+        raise LakeshiftError(f"no {what} given")
+    return items
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from lakeshift import formats, traces
+    from lakeshift.generate import Group, SplitSpec
+    from lakeshift.suites import build_suite, load_suite
+
+    inputs = _csv(args.inputs, formats.INPUT_FORMATS, "input format")
+    cots = _csv(args.cots, traces.COT_FORMATS, "CoT format")
+    if args.workers < 1:
+        raise LakeshiftError(f"--workers must be >= 1, got {args.workers}")
+    custom = args.sizes is not None or args.count is not None
+    if args.suite and custom:
+        raise LakeshiftError("give either --suite or a custom split (--sizes/--count), not both")
+    if args.suite:
+        specs = load_suite(args.suite)
+        name = args.suite if "/" not in args.suite and "." not in args.suite else Path(args.suite).stem
+    elif custom:
+        if not args.sizes or args.count is None:
+            raise LakeshiftError("a custom split needs --sizes and --count")
+        if args.id_source:
+            raise LakeshiftError("--id-source applies to suites with id-train/id-test (e.g. --suite paper)")
+        if args.tie_break not in ("priority", "uniform"):
+            raise LakeshiftError(f"unknown tie-break {args.tie_break!r} (expected priority or uniform)")
+        dmin, dmax = _parse_range(args.d_inf, "--d-inf")
+        lmin, lmax = _parse_range(args.length, "--length")
+        groups = tuple(
+            Group(
+                n,
+                args.count,
+                args.hole_prob,
+                d_inf_min=dmin or 1,
+                d_inf_max=dmax,
+                length_min=lmin or 1,
+                length_max=lmax,
+            )
+            for n in args.sizes
+        )
+        specs = [SplitSpec(args.split, groups, train=args.train, tie_break=args.tie_break)]
+        name = "custom"
+    else:
+        raise LakeshiftError(
+            "give --suite (paper, tiny or a suite file) or a custom split (--sizes and --count)"
+        )
+    import time
+
+    t0 = time.perf_counter()
+    result = build_suite(
+        specs,
+        args.out,
+        seed=args.seed,
+        suite_name=name,
+        workers=args.workers,
+        force=args.force,
+        images=not args.no_images,
+        id_source=args.id_source,
+        input_formats=inputs,
+        cot_formats=cots,
+        progress=not args.no_progress,
+    )
+    if result.up_to_date:
+        return 0
+    elapsed = time.perf_counter() - t0
+    n_maps = sum(int(result.reports[s].get("count", 0)) for s in result.written)
+    for split in result.written:
+        rep = result.reports[split]
+        dup = rep.get("identical_to_train", 0)
+        redrawn = rep.get("generation", {}).get("redrawn_duplicate_of_train", 0)
+        extra = f", {redrawn} redrawn as duplicates of training maps" if redrawn else ""
+        extra += f", {dup} identical to a training map" if dup else ""
+        print(f"{args.out / split}: {rep.get('count')} maps{extra}", file=sys.stderr)
+    rate = n_maps / elapsed if elapsed > 0 else float("inf")
+    print(
+        f"wrote {len(result.written)} split(s), {n_maps} maps in {elapsed:.1f} s ({rate:.0f} maps/s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# ----- stats ------------------------------------------------------------------------------------------------
+def cmd_stats(args: argparse.Namespace) -> int:
+    from lakeshift.stats import find_splits, format_table, split_stats
+    from lakeshift.suites import load_maps
+
+    rows: list[dict[str, Any]] = []
+    for d in find_splits(args.dir):
+        rows.extend(split_stats(d.name, load_maps(d)))
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+    else:
+        print(format_table(rows))
+    return 0
+
+
+# ----- show -------------------------------------------------------------------------------------------------
+def _find_map(split_dir: Path, map_id: str) -> dict[str, Any]:
+    from lakeshift.suites import load_maps
+
+    if not split_dir.is_dir():
+        raise LakeshiftError(f"{split_dir}: no such split folder")
+    for rec in load_maps(split_dir):
+        if str(rec["id"]) == map_id:
+            return rec
+    raise LakeshiftError(f"{split_dir}: no map with id {map_id!r}")
+
+
+def _split_variant(split_dir: Path) -> str:
+    try:
+        meta = json.loads((split_dir / "split.json").read_text(encoding="utf-8"))
+        return str(meta.get("prompt_variant", "test"))
+    except (OSError, ValueError):
+        return "test"
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from lakeshift import formats, records, traces
+    from lakeshift.suites import map_from_record
+
+    if args.format not in SHOW_FORMATS:
+        raise LakeshiftError(f"unknown format {args.format!r} (expected one of {', '.join(SHOW_FORMATS)})")
+    if args.cot is not None and args.cot not in traces.COT_FORMATS:
+        raise LakeshiftError(
+            f"unknown CoT format {args.cot!r} (expected one of {', '.join(traces.COT_FORMATS)})"
+        )
+    if args.style is not None and args.style not in formats.TABLE_STYLES:
+        raise LakeshiftError(
+            f"unknown table style {args.style!r} (expected one of {', '.join(formats.TABLE_STYLES)})"
+        )
+    if args.variant is not None and args.variant not in ("train", "test"):
+        raise LakeshiftError(f"unknown prompt variant {args.variant!r} (expected train or test)")
+    if args.cot is not None and args.prompt:
+        raise LakeshiftError("give --cot or --prompt, not both")
+    rec = _find_map(args.split_dir, args.id)
+    m = map_from_record(rec)
+    if args.cot is not None or args.prompt:
+        variant = args.variant or _split_variant(args.split_dir)
+        sft = records.sft_record(rec, args.format, args.cot or "none", variant, table_style=args.style)
+        message = sft["messages"][2 if args.cot is not None else 1]
+        content = message["content"]
+        if not isinstance(content, str):  # image records: text blocks around the image placeholder
+            content = "<image>".join(b.get("text", "") for b in content if b.get("type") == "text")
+        sys.stdout.write(content)
+        return 0
+    if args.format == "image":
+        png = args.split_dir / "images" / f"{rec['id']}.png"
+        if args.out is not None or not png.is_file():
+            if args.out is None:
+                raise LakeshiftError(
+                    f"{png} does not exist (generated with --no-images?); give --out FILE.png"
+                )
+            from lakeshift.formats.image import render_png
+
+            png = render_png(m, args.out)
+        sys.stdout.write(f"{png}\n")
+        return 0
+    if args.style not in (None, "compact") and args.format != "table":
+        raise LakeshiftError("--style applies to --format table only")
+    text = (
+        formats.file_text(m, args.format)
+        if args.style in (None, "compact")
+        else formats.render(m, "table", style=args.style) + "\n"
+    )
+    sys.stdout.write(text)
+    return 0
+
+
+# ----- export -----------------------------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from lakeshift.io import read_jsonl
+    from lakeshift.suites import load_maps
+
+    if args.format not in ("parquet", "arrow"):
+        raise LakeshiftError(f"unknown export format {args.format!r} (expected parquet or arrow)")
+    split_dir: Path = args.split_dir
+    if not (split_dir / "maps.jsonl").is_file():
+        raise LakeshiftError(f"{split_dir}: not a split folder (no maps.jsonl)")
+    if args.sft:
+        path = split_dir / "sft" / f"{args.sft}.jsonl"
+        if not path.is_file():
+            have = sorted(p.stem for p in (split_dir / "sft").glob("*.jsonl"))
+            raise LakeshiftError(
+                f"unknown SFT file {args.sft!r} in {split_dir} (have: {', '.join(have) or 'none'})"
+            )
+        rows = [obj for _, obj in read_jsonl(path, required=("id", "messages"))]
+    else:
+        rows = load_maps(split_dir)
+    try:
+        import datasets
+    except ImportError:
+        raise LakeshiftError("export needs the 'datasets' package (pip install 'lakeshift[train]')") from None
+    if rows and "images" in rows[0]:
+        for r in rows:
+            r["images"] = [str((split_dir / p).resolve()) for p in r["images"]]
+    ds = datasets.Dataset.from_list(rows)
+    if rows and "images" in rows[0]:
+        ds = ds.cast_column("images", datasets.List(datasets.Image()))
+    if args.format == "parquet":
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        ds.to_parquet(str(args.out))
+    else:
+        ds.save_to_disk(str(args.out))
+    print(f"{args.out}: {len(ds)} rows ({args.format})", file=sys.stderr)
+    return 0

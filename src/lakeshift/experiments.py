@@ -1,0 +1,356 @@
+"""Config-driven studies: one YAML file -> data, training runs, predictions, scores and a report.
+
+A study config (see ``configs/*.yaml``)::
+
+    name: cpu-study
+    workdir: runs/cpu-study            # everything the study writes goes under here
+    data:
+      suite: paper                     # a named suite, or `splits:` inline (the suite-file schema)
+      seed: 0
+      id_source: null                  # Mirage folder: import id-train / id-test instead of generating
+      images: false                    # render PNGs (needed by image-input models)
+    train:                             # defaults for every trained model (lakeshift train options)
+      model: tiny
+      epochs: 3
+    predict:                           # lakeshift predict options for every model
+      splits: [id-test, ood-size, ood-dist]
+      per_size: 50                     # first N maps of each size of each split (null: all)
+    models:
+      - {input: grid, cot: none}
+      - {input: grid, cot: grid+desc, train: {epochs: 5}}
+      - {name: gpt-4o, input: image, cot: none, zero_shot: true, backend: openai, model: gpt-4o}
+    report: {baselines: true}
+
+Stages and caching. The plan has one ``generate`` stage, one ``train`` stage per fine-tuned model, one
+``predict`` stage per (model, split) and a final ``report`` stage. Each stage has a key: the hash of its own
+settings and of the keys of the stages it reads. A stage whose ``.lakeshift-stage.json`` marker holds its key
+is done and skipped; so rerunning after an interruption redoes only what is missing (``predict`` also resumes
+inside a file), and changing one model's settings retrains and re-predicts only that model (its folder name
+carries the key). Stages run the same code as the CLI subcommands, in process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakeshift.config import SourcedConfig, load_yaml
+from lakeshift.errors import LakeshiftError
+
+INPUT_FORMATS = ("image", "desc", "table", "grid")
+COT_FORMATS = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
+KNOWN_SPLITS = ("id-train", "id-test", "ood-size", "ood-dist", "embed10-train", "embed10-test")
+MARKER = ".lakeshift-stage.json"
+
+# Allowed keys per section, with the type a value must have (None: any).
+TOP_KEYS = {"name": str, "workdir": str, "data": dict, "train": dict, "predict": dict, "models": list, "report": dict}
+DATA_KEYS = {"suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int}
+TRAIN_KEYS = {
+    "model": str, "split": str, "preset": str, "epochs": (int, float), "max_steps": int, "batch_size": int,
+    "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
+    "seed": int, "limit": int, "lora": bool, "max_length": int,
+}  # fmt: skip
+PREDICT_KEYS = {
+    "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,
+    "temperature": (int, float), "base_url": str, "api_key_env": str, "concurrency": int,
+}  # fmt: skip
+MODEL_KEYS = {
+    "name": str, "input": str, "cot": str, "zero_shot": bool, "model": str, "backend": str, "base_url": str,
+    "train": dict, "predict": dict,
+}  # fmt: skip
+REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str}
+
+
+@dataclass
+class Stage:
+    """One unit of cached work: what it runs (CLI arguments), where it writes, what it depends on."""
+
+    kind: str
+    name: str
+    key: str
+    argv: list[str]
+    folder: Path
+    deps: list[str] = field(default_factory=list)
+    files: dict[str, Any] = field(default_factory=dict)  # JSON files to write into ``folder`` before running
+
+    def done(self) -> bool:
+        marker = self.folder / MARKER
+        if not marker.is_file():
+            return False
+        try:
+            return json.loads(marker.read_text()).get("key") == self.key
+        except (OSError, json.JSONDecodeError):
+            return False
+
+    def mark_done(self, seconds: float) -> None:
+        info = {"kind": self.kind, "name": self.name, "key": self.key, "argv": self.argv, "seconds": round(seconds, 1)}
+        (self.folder / MARKER).write_text(json.dumps(info, indent=1) + "\n")
+
+
+@dataclass
+class Study:
+    """A validated study config and its stage plan."""
+
+    name: str
+    workdir: Path
+    stages: list[Stage]
+
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.stages:
+            counts[s.kind] = counts.get(s.kind, 0) + 1
+        return counts
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def _check_keys(cfg: SourcedConfig, section: Mapping, allowed: Mapping[str, Any], where: str) -> None:
+    for key, value in section.items():
+        path = f"{where}.{key}" if where else key
+        if key not in allowed:
+            raise cfg.error(path, f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+        expected = allowed[key]
+        if value is not None and expected is not None and not isinstance(value, expected):
+            names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
+            raise cfg.error(path, f"expected {names}, got {type(value).__name__} {value!r}")
+        if isinstance(value, bool) and expected in (int, (int, float)):
+            raise cfg.error(path, f"expected a number, got {value!r}")
+
+
+def _number(cfg: SourcedConfig, value: Any, path: str) -> float:
+    """YAML 1.1 reads ``1e-3`` as a string: accept numeric strings for float options."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise cfg.error(path, f"expected a number, got {value!r}") from None
+
+
+def _options_to_argv(options: Mapping[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+    argv: list[str] = []
+    for key, value in options.items():
+        if key in skip or value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
+def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -> Study:
+    """Validates a study config and turns it into stages; nothing is run.
+
+    Raises:
+        LakeshiftError: an unknown key, format, split or model, or stages that cannot be satisfied; the
+            message names the key and its line in the file.
+    """
+    data = cfg.data
+    if not isinstance(data, dict):
+        raise LakeshiftError(f"{cfg.path}: expected a mapping at the top level")
+    _check_keys(cfg, data, TOP_KEYS, "")
+    for required in ("name", "data", "models"):
+        if required not in data:
+            raise LakeshiftError(f"{cfg.path}: missing required key {required!r}")
+    name = data["name"]
+    workdir = Path(workdir_override or data.get("workdir") or Path("runs") / name)
+
+    # ----- data -----------------------------------------------------------------------------------------
+    dcfg = data["data"]
+    _check_keys(cfg, dcfg, DATA_KEYS, "data")
+    if ("suite" in dcfg) == ("splits" in dcfg):
+        raise cfg.error("data", "give exactly one of 'suite' (a named suite) or 'splits' (inline split specs)")
+    data_dir = workdir / "data"
+    suite_arg: str
+    split_names: list[str]
+    if "suite" in dcfg:
+        from lakeshift.suites import SUITES
+
+        if dcfg["suite"] not in SUITES:
+            raise cfg.error("data.suite", f"unknown suite {dcfg['suite']!r} (known: {', '.join(SUITES)})")
+        suite_arg = dcfg["suite"]
+        split_names = [s.name for s in SUITES[suite_arg]()]
+        suite_content: Any = suite_arg
+    else:
+        from lakeshift.generate import SplitSpec
+        from lakeshift.suites import check_suite
+
+        specs = []
+        for i, raw in enumerate(dcfg["splits"]):
+            if not isinstance(raw, Mapping):
+                raise cfg.error(f"data.splits[{i}]", "expected a mapping (a split spec)")
+            where = cfg.where(f"data.splits[{i}]")
+            specs.append(SplitSpec.from_dict(raw, f"{where}: data.splits[{i}]"))
+        try:
+            check_suite(specs)
+        except LakeshiftError as err:
+            raise cfg.error("data.splits", str(err)) from None
+        split_names = [s.name for s in specs]
+        suite_arg = str(data_dir / "suite-spec.json")
+        suite_content = {"splits": dcfg["splits"]}
+    gen_options = {k: v for k, v in dcfg.items() if k not in ("suite", "splits")}
+    if gen_options.get("id_source") and not Path(gen_options["id_source"]).is_dir():
+        raise cfg.error("data.id_source", f"no such folder: {gen_options['id_source']}")
+    gen_key = _hash({"suite": suite_content, **gen_options})
+    images = bool(dcfg.get("images", False))
+    gen_argv = ["generate", "--suite", suite_arg, "--out", str(data_dir), "--force"]
+    gen_argv += ["--seed", str(dcfg.get("seed", 0))]
+    if dcfg.get("id_source"):
+        gen_argv += ["--id-source", str(dcfg["id_source"])]
+    if not images:
+        gen_argv += ["--no-images"]
+    if dcfg.get("workers"):
+        gen_argv += ["--workers", str(dcfg["workers"])]
+    spec_file = {} if "suite" in dcfg else {"suite-spec.json": suite_content}
+    stages = [Stage("generate", "data", gen_key, gen_argv, data_dir, files=spec_file)]
+
+    # ----- models ----------------------------------------------------------------------------------------
+    train_defaults = data.get("train") or {}
+    _check_keys(cfg, train_defaults, TRAIN_KEYS, "train")
+    predict_defaults = dict(data.get("predict") or {})
+    _check_keys(cfg, predict_defaults, PREDICT_KEYS, "predict")
+    report_cfg = data.get("report") or {}
+    _check_keys(cfg, report_cfg, REPORT_KEYS, "report")
+    models = data["models"]
+    if not models:
+        raise cfg.error("models", "the study has no models")
+    seen_names: set[str] = set()
+    predict_stages: list[Stage] = []
+    for i, entry in enumerate(models):
+        where = f"models[{i}]"
+        if not isinstance(entry, Mapping):
+            raise cfg.error(where, "expected a mapping with at least 'input' and 'cot'")
+        _check_keys(cfg, entry, MODEL_KEYS, where)
+        for required in ("input", "cot"):
+            if required not in entry:
+                raise cfg.error(where, f"missing key {required!r}")
+        if entry["input"] not in INPUT_FORMATS:
+            raise cfg.error(f"{where}.input", f"unknown input format {entry['input']!r} (known: {', '.join(INPUT_FORMATS)})")
+        if entry["cot"] not in COT_FORMATS:
+            raise cfg.error(f"{where}.cot", f"unknown CoT format {entry['cot']!r} (known: {', '.join(COT_FORMATS)})")
+        if entry["input"] == "image" and not images:
+            raise cfg.error(f"{where}.input", "image input needs images: set data.images: true")
+        zero_shot = bool(entry.get("zero_shot", False))
+        mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + ("__zero-shot" if zero_shot else "")
+        if mname in seen_names:
+            raise cfg.error(f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name")
+        seen_names.add(mname)
+        tcfg = {**train_defaults, **(entry.get("train") or {})}
+        _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
+        for key in ("lr", "weight_decay"):
+            if key in tcfg:
+                tcfg[key] = _number(cfg, tcfg[key], f"{where}.train.{key}")
+        tsplit = tcfg.get("split", "id-train")
+        if not zero_shot and tsplit not in split_names:
+            raise cfg.error(f"{where}.train.split", f"training split {tsplit!r} is not in the data (has {split_names})")
+        pcfg = {**predict_defaults, **(entry.get("predict") or {})}
+        _check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
+        if entry.get("backend"):
+            pcfg["backend"] = entry["backend"]
+        if entry.get("base_url"):
+            pcfg["base_url"] = entry["base_url"]
+        backend = pcfg.get("backend", "hf")
+        if backend not in ("hf", "vllm", "openai"):
+            raise cfg.error(f"{where}.backend", f"unknown backend {backend!r} (known: hf, vllm, openai)")
+
+        if zero_shot:
+            if not entry.get("model"):
+                raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
+            model_ref = entry["model"]
+            model_key = _hash({"zero_shot": model_ref, "backend": backend})
+            train_deps: list[str] = []
+        else:
+            model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
+            model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
+            run_dir = workdir / "models" / f"{mname}-{model_key}"
+            argv = ["train", "--data", str(data_dir), "--input", entry["input"], "--cot", entry["cot"], "--out", str(run_dir)]
+            argv += _options_to_argv(model_spec)
+            stages.append(Stage("train", mname, model_key, argv, run_dir, deps=[gen_key]))
+            model_ref = str(run_dir)
+            train_deps = [model_key]
+
+        splits = pcfg.get("splits") or ["id-test"]
+        for s in splits:
+            if s not in split_names:
+                raise cfg.error(f"{where}.predict.splits" if entry.get("predict", {}).get("splits") else "predict.splits",
+                                f"unknown split {s!r} (the data has {', '.join(split_names)})")
+        for split in splits:
+            opts = {k: v for k, v in pcfg.items() if k not in ("splits", "per_size")}
+            pkey = _hash({"model": model_key, "split": split, "data": gen_key, **pcfg})
+            folder = workdir / "predictions" / f"{mname}-{model_key}"
+            out = folder / f"{split}.jsonl"
+            argv = ["predict", "--model", model_ref, "--data", str(data_dir), "--split", split, "--out", str(out)]
+            argv += ["--input", entry["input"], "--cot", entry["cot"]]
+            if pcfg.get("per_size"):
+                argv += ["--per-size", str(pcfg["per_size"])]
+            argv += _options_to_argv(opts)
+            stage = Stage("predict", f"{mname}/{split}", pkey, argv, folder / f".{split}", deps=[gen_key, *train_deps])
+            predict_stages.append(stage)
+    stages += predict_stages
+
+    # ----- report ----------------------------------------------------------------------------------------
+    report_key = _hash({"predictions": [s.key for s in predict_stages], **report_cfg})
+    report_dir = workdir / "report"
+    argv = ["report", str(workdir / "predictions"), "--data", str(data_dir), "--out", str(report_dir)]
+    train_maps = report_cfg.get("train_maps") or (str(data_dir / "id-train" / "maps.jsonl") if "id-train" in split_names else None)
+    if train_maps:
+        argv += ["--train-maps", train_maps]
+    if report_cfg.get("baselines") is False:
+        argv.append("--no-baselines")
+    if report_cfg.get("examples"):
+        argv += ["--examples", str(report_cfg["examples"])]
+    if not images:
+        argv.append("--no-images")
+    stages.append(Stage("report", "report", report_key, argv, report_dir, deps=[s.key for s in predict_stages]))
+    return Study(name, workdir, stages)
+
+
+def run_study(study: Study, *, dry_run: bool = False, out=sys.stderr) -> int:
+    """Runs every stage that is not done, in order; prints the plan first."""
+    from lakeshift.cli import main as cli_main
+
+    counts = study.summary()
+    todo = [s for s in study.stages if not s.done()]
+    print(
+        f"study {study.name!r} in {study.workdir}: {counts.get('train', 0)} training runs, "
+        f"{counts.get('predict', 0)} prediction runs; {len(todo)} of {len(study.stages)} stages to do",
+        file=out,
+    )
+    for s in study.stages:
+        state = "cached" if s not in todo else "todo"
+        print(f"  [{state:6}] {s.kind:8} {s.name}", file=out)
+        if dry_run:
+            print(f"           lakeshift {' '.join(s.argv)}", file=out)
+    if dry_run or not todo:
+        if not todo:
+            print("nothing to do: every stage is cached", file=out)
+        return 0
+    for s in todo:
+        print(f"\n== {s.kind}: {s.name}", file=out)
+        argv = list(s.argv)
+        s.folder.mkdir(parents=True, exist_ok=True)
+        for name, content in s.files.items():
+            (s.folder / name).write_text(json.dumps(content, indent=1) + "\n")
+        if s.kind == "train" and any(s.folder.glob("checkpoint-*")):
+            argv.append("--resume")  # an interrupted run of the same key continues where it stopped
+        t0 = time.time()
+        rc = cli_main(argv)
+        if rc != 0:
+            print(f"stage {s.kind} {s.name} failed (exit {rc}); rerun the same command to resume", file=out)
+            return rc
+        s.mark_done(time.time() - t0)
+    report = study.workdir / "report"
+    print(f"\nreport: {report / 'report.html'}", file=out)
+    table = report / "table1.md"
+    if table.is_file():
+        print(table.read_text(), file=sys.stdout)
+    return 0
+
+
+def load_study(path: str | Path, workdir: str | Path | None = None) -> Study:
+    return plan_study(load_yaml(path), workdir)
