@@ -23,7 +23,9 @@ class SourcedConfig:
         while probe:
             if probe in self.lines:
                 return f"{self.path}:{self.lines[probe]}"
-            probe = probe.rsplit(".", 1)[0] if "." in probe else probe.rsplit("[", 1)[0] if "[" in probe else ""
+            probe = (
+                probe.rsplit(".", 1)[0] if "." in probe else probe.rsplit("[", 1)[0] if "[" in probe else ""
+            )
         return str(self.path)
 
     def error(self, key_path: str, message: str) -> LakeshiftError:

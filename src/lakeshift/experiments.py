@@ -49,7 +49,15 @@ KNOWN_SPLITS = ("id-train", "id-test", "ood-size", "ood-dist", "embed10-train", 
 MARKER = ".lakeshift-stage.json"
 
 # Allowed keys per section, with the type a value must have (None: any).
-TOP_KEYS = {"name": str, "workdir": str, "data": dict, "train": dict, "predict": dict, "models": list, "report": dict}
+TOP_KEYS = {
+    "name": str,
+    "workdir": str,
+    "data": dict,
+    "train": dict,
+    "predict": dict,
+    "models": list,
+    "report": dict,
+}
 DATA_KEYS = {"suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int}
 TRAIN_KEYS = {
     "model": str, "split": str, "preset": str, "epochs": (int, float), "max_steps": int, "batch_size": int,
@@ -89,7 +97,13 @@ class Stage:
             return False
 
     def mark_done(self, seconds: float) -> None:
-        info = {"kind": self.kind, "name": self.name, "key": self.key, "argv": self.argv, "seconds": round(seconds, 1)}
+        info = {
+            "kind": self.kind,
+            "name": self.name,
+            "key": self.key,
+            "argv": self.argv,
+            "seconds": round(seconds, 1),
+        }
         (self.folder / MARKER).write_text(json.dumps(info, indent=1) + "\n")
 
 
@@ -119,7 +133,9 @@ def _check_keys(cfg: SourcedConfig, section: Mapping, allowed: Mapping[str, Any]
             raise cfg.error(path, f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
         expected = allowed[key]
         if value is not None and expected is not None and not isinstance(value, expected):
-            names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
+            names = (
+                expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
+            )
             raise cfg.error(path, f"expected {names}, got {type(value).__name__} {value!r}")
         if isinstance(value, bool) and expected in (int, (int, float)):
             raise cfg.error(path, f"expected a number, got {value!r}")
@@ -164,7 +180,9 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     dcfg = data["data"]
     _check_keys(cfg, dcfg, DATA_KEYS, "data")
     if ("suite" in dcfg) == ("splits" in dcfg):
-        raise cfg.error("data", "give exactly one of 'suite' (a named suite) or 'splits' (inline split specs)")
+        raise cfg.error(
+            "data", "give exactly one of 'suite' (a named suite) or 'splits' (inline split specs)"
+        )
     data_dir = workdir / "data"
     suite_arg: str
     split_names: list[str]
@@ -230,15 +248,24 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
             if required not in entry:
                 raise cfg.error(where, f"missing key {required!r}")
         if entry["input"] not in INPUT_FORMATS:
-            raise cfg.error(f"{where}.input", f"unknown input format {entry['input']!r} (known: {', '.join(INPUT_FORMATS)})")
+            raise cfg.error(
+                f"{where}.input",
+                f"unknown input format {entry['input']!r} (known: {', '.join(INPUT_FORMATS)})",
+            )
         if entry["cot"] not in COT_FORMATS:
-            raise cfg.error(f"{where}.cot", f"unknown CoT format {entry['cot']!r} (known: {', '.join(COT_FORMATS)})")
+            raise cfg.error(
+                f"{where}.cot", f"unknown CoT format {entry['cot']!r} (known: {', '.join(COT_FORMATS)})"
+            )
         if entry["input"] == "image" and not images:
             raise cfg.error(f"{where}.input", "image input needs images: set data.images: true")
         zero_shot = bool(entry.get("zero_shot", False))
-        mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + ("__zero-shot" if zero_shot else "")
+        mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + (
+            "__zero-shot" if zero_shot else ""
+        )
         if mname in seen_names:
-            raise cfg.error(f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name")
+            raise cfg.error(
+                f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
+            )
         seen_names.add(mname)
         tcfg = {**train_defaults, **(entry.get("train") or {})}
         _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
@@ -247,7 +274,9 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
                 tcfg[key] = _number(cfg, tcfg[key], f"{where}.train.{key}")
         tsplit = tcfg.get("split", "id-train")
         if not zero_shot and tsplit not in split_names:
-            raise cfg.error(f"{where}.train.split", f"training split {tsplit!r} is not in the data (has {split_names})")
+            raise cfg.error(
+                f"{where}.train.split", f"training split {tsplit!r} is not in the data (has {split_names})"
+            )
         pcfg = {**predict_defaults, **(entry.get("predict") or {})}
         _check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
         if entry.get("backend"):
@@ -268,7 +297,17 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
             model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
             model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
             run_dir = workdir / "models" / f"{mname}-{model_key}"
-            argv = ["train", "--data", str(data_dir), "--input", entry["input"], "--cot", entry["cot"], "--out", str(run_dir)]
+            argv = [
+                "train",
+                "--data",
+                str(data_dir),
+                "--input",
+                entry["input"],
+                "--cot",
+                entry["cot"],
+                "--out",
+                str(run_dir),
+            ]
             argv += _options_to_argv(model_spec)
             stages.append(Stage("train", mname, model_key, argv, run_dir, deps=[gen_key]))
             model_ref = str(run_dir)
@@ -277,19 +316,33 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         splits = pcfg.get("splits") or ["id-test"]
         for s in splits:
             if s not in split_names:
-                raise cfg.error(f"{where}.predict.splits" if entry.get("predict", {}).get("splits") else "predict.splits",
-                                f"unknown split {s!r} (the data has {', '.join(split_names)})")
+                raise cfg.error(
+                    f"{where}.predict.splits" if entry.get("predict", {}).get("splits") else "predict.splits",
+                    f"unknown split {s!r} (the data has {', '.join(split_names)})",
+                )
         for split in splits:
             opts = {k: v for k, v in pcfg.items() if k not in ("splits", "per_size")}
             pkey = _hash({"model": model_key, "split": split, "data": gen_key, **pcfg})
             folder = workdir / "predictions" / f"{mname}-{model_key}"
             out = folder / f"{split}.jsonl"
-            argv = ["predict", "--model", model_ref, "--data", str(data_dir), "--split", split, "--out", str(out)]
+            argv = [
+                "predict",
+                "--model",
+                model_ref,
+                "--data",
+                str(data_dir),
+                "--split",
+                split,
+                "--out",
+                str(out),
+            ]
             argv += ["--input", entry["input"], "--cot", entry["cot"]]
             if pcfg.get("per_size"):
                 argv += ["--per-size", str(pcfg["per_size"])]
             argv += _options_to_argv(opts)
-            stage = Stage("predict", f"{mname}/{split}", pkey, argv, folder / f".{split}", deps=[gen_key, *train_deps])
+            stage = Stage(
+                "predict", f"{mname}/{split}", pkey, argv, folder / f".{split}", deps=[gen_key, *train_deps]
+            )
             predict_stages.append(stage)
     stages += predict_stages
 
@@ -297,7 +350,9 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     report_key = _hash({"predictions": [s.key for s in predict_stages], **report_cfg})
     report_dir = workdir / "report"
     argv = ["report", str(workdir / "predictions"), "--data", str(data_dir), "--out", str(report_dir)]
-    train_maps = report_cfg.get("train_maps") or (str(data_dir / "id-train" / "maps.jsonl") if "id-train" in split_names else None)
+    train_maps = report_cfg.get("train_maps") or (
+        str(data_dir / "id-train" / "maps.jsonl") if "id-train" in split_names else None
+    )
     if train_maps:
         argv += ["--train-maps", train_maps]
     if report_cfg.get("baselines") is False:
@@ -306,7 +361,9 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         argv += ["--examples", str(report_cfg["examples"])]
     if not images:
         argv.append("--no-images")
-    stages.append(Stage("report", "report", report_key, argv, report_dir, deps=[s.key for s in predict_stages]))
+    stages.append(
+        Stage("report", "report", report_key, argv, report_dir, deps=[s.key for s in predict_stages])
+    )
     return Study(name, workdir, stages)
 
 
