@@ -29,8 +29,9 @@ def run(batch: int, args: argparse.Namespace) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        toydata.write_split(root, "id-test", toydata.random_maps(args.n, sizes=(5, 6), seed=0),
-                            pairs=(("grid", "grid"),))
+        toydata.write_split(
+            root, "id-test", toydata.random_maps(args.n, sizes=(5, 6), seed=0), pairs=(("grid", "grid"),)
+        )
         sft = load_sft(root, "id-test", "grid", "grid")
         model, tok = build_named(args.model, [t for r in sft.records for t in message_texts(r["messages"])])
         model.save_pretrained(root / "ckpt")
@@ -48,7 +49,13 @@ def run(batch: int, args: argparse.Namespace) -> dict:
         backend.run(items, Decoding(max_new_tokens=args.new), emit)
         seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    return {"batch": batch, "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "peak_gib": peak}
+    return {
+        "batch": batch,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "peak_gib": peak,
+    }
 
 
 def main() -> None:
@@ -64,14 +71,29 @@ def main() -> None:
         return
     results = {}
     for batch in (1, args.batch):
-        cmd = [sys.executable, __file__, "--only", str(batch), "--model", args.model, "--n", str(args.n),
-               "--new", str(args.new)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--only",
+            str(batch),
+            "--model",
+            args.model,
+            "--n",
+            str(args.n),
+            "--new",
+            str(args.new),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = results[batch] = json.loads(out)
-        print(f"batch {batch:>3d}: {r['tokens']} tokens in {r['seconds']:.1f} s = {r['tokens_per_s']:,.0f} tok/s, "
-              f"peak RSS {r['peak_gib']:.2f} GiB")
-    print(f"batched / batch-1 = {results[args.batch]['tokens_per_s'] / results[1]['tokens_per_s']:.1f}x "
-          "(target >= 5x)")
+        print(
+            f"batch {batch:>3d}: {r['tokens']} tokens in {r['seconds']:.1f} s = "
+            f"{r['tokens_per_s']:,.0f} tok/s, "
+            f"peak RSS {r['peak_gib']:.2f} GiB"
+        )
+    print(
+        f"batched / batch-1 = {results[args.batch]['tokens_per_s'] / results[1]['tokens_per_s']:.1f}x "
+        "(target >= 5x)"
+    )
 
 
 if __name__ == "__main__":

@@ -36,13 +36,28 @@ def build(args: argparse.Namespace, root: Path):
     model, tok = build_named(args.model, texts)
     bf16 = cpu_has_bf16()
     config = SFTConfig(
-        output_dir=str(root / "out"), per_device_train_batch_size=8, max_steps=args.steps, learning_rate=1e-3,
-        bf16=bf16, activation_checkpointing=False, assistant_only_loss=True, max_length=None,
-        train_sampling_strategy="group_by_length", logging_steps=10**6, save_strategy="no", report_to="none",
-        disable_tqdm=True, use_cpu=True, seed=0,
+        output_dir=str(root / "out"),
+        per_device_train_batch_size=8,
+        max_steps=args.steps,
+        learning_rate=1e-3,
+        bf16=bf16,
+        activation_checkpointing=False,
+        assistant_only_loss=True,
+        max_length=None,
+        train_sampling_strategy="group_by_length",
+        logging_steps=10**6,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        seed=0,
     )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(
-        [{"messages": r["messages"]} for r in sft.records]), processing_class=tok)
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list([{"messages": r["messages"]} for r in sft.records]),
+        processing_class=tok,
+    )
     return trainer, bf16
 
 
@@ -68,14 +83,24 @@ def run(mode: str, args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             for batch in batches:
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                labels=batch["labels"])
+                    out = model(
+                        input_ids=batch["input_ids"],
+                        attention_mask=batch["attention_mask"],
+                        labels=batch["labels"],
+                        use_cache=False,
+                    )
                 out.loss.backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    return {"mode": mode, "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "peak_gib": peak}
+    return {
+        "mode": mode,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "peak_gib": peak,
+    }
 
 
 def main() -> None:
@@ -90,13 +115,26 @@ def main() -> None:
         return
     results = {}
     for mode in ("plain", "trl"):
-        cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model, "--maps", str(args.maps),
-               "--steps", str(args.steps)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--mode",
+            mode,
+            "--model",
+            args.model,
+            "--maps",
+            str(args.maps),
+            "--steps",
+            str(args.steps),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         results[mode] = json.loads(out)
         r = results[mode]
-        print(f"{mode:6s} {r['tokens']:>8d} real tokens in {r['seconds']:.1f} s = {r['tokens_per_s']:,.0f} tok/s, "
-              f"peak RSS {r['peak_gib']:.2f} GiB")
+        print(
+            f"{mode:6s} {r['tokens']:>8d} real tokens in {r['seconds']:.1f} s = "
+            f"{r['tokens_per_s']:,.0f} tok/s, "
+            f"peak RSS {r['peak_gib']:.2f} GiB"
+        )
     ratio = results["trl"]["tokens_per_s"] / results["plain"]["tokens_per_s"]
     print(f"trl / plain = {ratio:.3f} (target >= 0.90)")
 

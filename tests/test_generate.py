@@ -176,3 +176,17 @@ def test_unreachable_constraints_give_up_with_a_message() -> None:
     spec = SplitSpec("u", (Group(5, 1, 0.05, length_min=16),))
     with pytest.raises(LakeshiftError, match="no 5x5 map met the constraints"):
         generate_split(spec, 0, max_attempts=2000)
+
+
+def test_paper_ood_splits_match_table_2() -> None:
+    """Mean d_inf of the generated OOD splits (seed 0) is within sampling error of the paper's Table 2."""
+    from lakeshift.stats import split_stats
+    from lakeshift.suites import paper_suite
+
+    specs = {s.name: s for s in paper_suite()}
+    paper = {"ood-size": [3.27, 3.66, 4.01, 4.47], "ood-dist": [6.00, 6.35, 6.72, 7.00]}
+    for name, expected in paper.items():
+        recs, _ = generate_split(specs[name], 0)
+        rows = {r["size"]: r["mean_d_inf"] for r in split_stats(name, recs)}
+        for size, want in zip(("7", "8", "9", "10"), expected, strict=True):
+            assert abs(rows[size] - want) < 0.35, (name, size, rows[size], want)

@@ -43,9 +43,13 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer.lock:
                     failure = outer.failures.pop(0) if outer.failures else None
-                    outer.requests.append({**body, "failed": failure, "auth": self.headers.get("Authorization")})
+                    outer.requests.append(
+                        {**body, "failed": failure, "auth": self.headers.get("Authorization")}
+                    )
                 if failure:
-                    self._send(failure, {"error": "try again"}, {"Retry-After": "0"} if failure == 429 else {})
+                    self._send(
+                        failure, {"error": "try again"}, {"Retry-After": "0"} if failure == 429 else {}
+                    )
                     return
                 if body["model"] != "fake":
                     self._send(400, {"error": {"message": f"model {body['model']} does not exist"}})
@@ -56,7 +60,9 @@ class FakeOpenAI:
                 self._send(
                     200,
                     {
-                        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "choices": [
+                            {"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
                         "usage": {"completion_tokens": len(text.split())},
                     },
                 )
@@ -132,7 +138,17 @@ def test_interrupted_file_with_a_torn_line_is_repaired_and_completed(data, tmp_p
 def test_images_go_as_data_urls(data, tmp_path):
     server = FakeOpenAI({}, failures=())
     try:
-        argv = ["predict", "--backend", "openai", "--model", "fake", "--base-url", server.url, "--data", str(data)]
+        argv = [
+            "predict",
+            "--backend",
+            "openai",
+            "--model",
+            "fake",
+            "--base-url",
+            server.url,
+            "--data",
+            str(data),
+        ]
         assert main([*argv, "--input", "image", "--out", str(tmp_path / "i.jsonl"), "--limit", "1"]) == 0
     finally:
         server.close()

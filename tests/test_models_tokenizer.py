@@ -63,7 +63,7 @@ def test_chatml_template_masks_only_the_assistant_turn_and_its_end_token():
         CONVERSATION, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
     )
     ids, mask = out["input_ids"], out["assistant_masks"]
-    trained = TOKENIZER.decode([i for i, m in zip(ids, mask) if m])
+    trained = TOKENIZER.decode([i for i, m in zip(ids, mask, strict=True) if m])
     assert trained == "\\boxed{RIGHT, DOWN}<|im_end|>\n"
     prompt = TOKENIZER.apply_chat_template(CONVERSATION[:2], tokenize=False, add_generation_prompt=True)
     assert prompt.endswith("<|im_start|>assistant\n") and prompt.startswith("<|im_start|>system\n")

@@ -56,22 +56,46 @@ def test_tiny_model_overfits_a_handful_of_maps_through_the_cli(data, tmp_path):
 
     preds = tmp_path / "preds.jsonl"
     # --input/--cot default to the run's formats (run.json).
-    assert main(["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--out", str(preds)]) == 0
+    assert (
+        main(
+            ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--out", str(preds)]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in preds.read_text().splitlines()]
     assert {r["id"] for r in rows} == {"m0", "m1", "m2", "m3"}
     assert all(r["finish_reason"] == "stop" and r["decoding"]["greedy"] for r in rows)
-    assert all(r["input_format"] == "grid" and r["cot_format"] == "grid" and r["split"] == "id-train" for r in rows)
+    assert all(
+        r["input_format"] == "grid" and r["cot_format"] == "grid" and r["split"] == "id-train" for r in rows
+    )
     assert _solved(preds, data) == {"m0": True, "m1": True, "m2": True, "m3": True}
 
     # Rerunning is a no-op: every id is done.
     before = preds.read_text()
-    assert main(["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--out", str(preds)]) == 0
+    assert (
+        main(
+            ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--out", str(preds)]
+        )
+        == 0
+    )
     assert preds.read_text() == before
 
 
 def test_lora_and_resume_after_an_interrupted_run(data, tmp_path, capsys):
     run = tmp_path / "lora"
-    base = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro", "--out", str(run)]
+    base = [
+        "train",
+        "--data",
+        str(data),
+        "--input",
+        "grid",
+        "--cot",
+        "none",
+        "--model",
+        "micro",
+        "--out",
+        str(run),
+    ]
     base += ["--lora", "--lora-r", "4", "--batch-size", "2", "--save-steps", "2", "--logging-steps", "1"]
     assert main([*base, "--max-steps", "2"]) == 0
     assert (run / "adapter" / "adapter_config.json").is_file() and (run / "checkpoint-2").is_dir()
@@ -95,7 +119,19 @@ def test_lora_and_resume_after_an_interrupted_run(data, tmp_path, capsys):
 
 def test_resume_refuses_a_changed_recipe(data, tmp_path, capsys):
     run = tmp_path / "r"
-    base = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro", "--out", str(run)]
+    base = [
+        "train",
+        "--data",
+        str(data),
+        "--input",
+        "grid",
+        "--cot",
+        "none",
+        "--model",
+        "micro",
+        "--out",
+        str(run),
+    ]
     assert main([*base, "--max-steps", "1", "--batch-size", "2"]) == 0
     assert main([*base, "--max-steps", "2", "--batch-size", "4", "--resume"]) == 2
     assert "batch_size" in capsys.readouterr().err
@@ -122,7 +158,16 @@ def test_train_bad_input_is_one_clear_error(data, tmp_path, capsys, argv, messag
 
 
 def test_predict_bad_input(data, tmp_path, capsys):
-    common = ["--data", str(data), "--split", "id-train", "--input", "grid", "--out", str(tmp_path / "p.jsonl")]
+    common = [
+        "--data",
+        str(data),
+        "--split",
+        "id-train",
+        "--input",
+        "grid",
+        "--out",
+        str(tmp_path / "p.jsonl"),
+    ]
     assert main(["predict", "--model", "micro", *common]) == 2
     assert "train it first" in capsys.readouterr().err
     try:
@@ -130,14 +175,24 @@ def test_predict_bad_input(data, tmp_path, capsys):
     except ImportError:
         assert main(["predict", "--backend", "vllm", "--model", "x/y", *common]) == 2
         assert "separate environment" in capsys.readouterr().err
-    assert main(["predict", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", *common]) == 2
+    assert (
+        main(
+            ["predict", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", *common]
+        )
+        == 2
+    )
     assert "cannot reach" in capsys.readouterr().err
 
 
 def test_presets_follow_table_8():
     spec = resolve_model("micro")
     paper = resolve_hparams(TrainOptions("d", "grid", "none", "micro", "o", preset="paper"), spec, cuda=False)
-    assert (paper["epochs"], paper["batch_size"], paper["grad_accum"], paper["warmup_steps"]) == (10, 1, 1, 10)
+    assert (paper["epochs"], paper["batch_size"], paper["grad_accum"], paper["warmup_steps"]) == (
+        10,
+        1,
+        1,
+        10,
+    )
     assert (paper["lr"], paper["weight_decay"]) == (1e-5, 0.01)
     assert PRESETS["paper-code"]["grad_accum"] == 2
     override = resolve_hparams(TrainOptions("d", "grid", "none", "micro", "o", lr=0.5), spec, cuda=False)

@@ -8,7 +8,13 @@ import pytest
 
 from lakeshift.cli import main
 from lakeshift.models import toydata
-from lakeshift.models.registry import build_tiny_vl, freeze_vision_tower, load_model, load_processing, resolve_model
+from lakeshift.models.registry import (
+    build_tiny_vl,
+    freeze_vision_tower,
+    load_model,
+    load_processing,
+    resolve_model,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +22,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("vl")
-    toydata.write_split(root, "id-train", toydata.random_maps(2, sizes=(3,), seed=2), pairs=(("image", "none"),))
+    toydata.write_split(
+        root, "id-train", toydata.random_maps(2, sizes=(3,), seed=2), pairs=(("image", "none"),)
+    )
     return root
 
 

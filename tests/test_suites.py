@@ -222,3 +222,21 @@ def test_malformed_id_source(tmp_path: Path) -> None:
     (tmp_path / "test_direct.jsonl").write_text('{"map_id": "1"}\n')
     with pytest.raises(LakeshiftError, match=r"test_direct.jsonl, line 1: missing field 'map_desc'"):
         import_official(tmp_path, "id-test")
+
+
+def test_official_id_data_reproduces_paper_tables(mirage_dir: Path) -> None:
+    """Paper Table 7 (training data) and Table 2 (ID test mean d_inf), to the printed two decimals."""
+    from lakeshift.stats import split_stats
+
+    train = {r["size"]: r for r in split_stats("id-train", import_official(mirage_dir, "id-train")[0])}
+    assert [round(train[s]["mean_d_inf"], 2) for s in ("3", "4", "5", "6", "all")] == [
+        1.40,
+        1.80,
+        2.23,
+        2.72,
+        2.26,
+    ]
+    lengths = [round(train[s]["mean_optimal_length"], 2) for s in ("3", "4", "5", "6", "all")]
+    assert lengths == [2.03, 2.65, 3.58, 4.18, 3.48]
+    test = {r["size"]: r for r in split_stats("id-test", import_official(mirage_dir, "id-test")[0])}
+    assert [round(test[s]["mean_d_inf"], 2) for s in ("3", "4", "5", "6")] == [1.50, 1.79, 2.16, 2.75]

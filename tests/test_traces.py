@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lakeshift import formats, traces
-from lakeshift.env import FrozenLakeMap
+from lakeshift.env import TIE_BREAKS, FrozenLakeMap
 from lakeshift.formats import BoardState
 
 FIG3 = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])  # player (2,1), goal (0,1), holes (1,1), (2,2)
@@ -27,7 +27,7 @@ FIG3_STEPS = [
 
 @st.composite
 def solved_maps(draw: st.DrawFn) -> tuple[FrozenLakeMap, list[str]]:
-    """A solvable random map of size 2-12 and one of its optimal paths (priority or uniform tie-break)."""
+    """A solvable random map of size 2-12 and one of its optimal paths (any tie-break)."""
     n = draw(st.integers(2, 12))
     rng = random.Random(draw(st.integers(0, 2**32)))
     cells = [(r, c) for r in range(n) for c in range(n)]
@@ -36,9 +36,7 @@ def solved_maps(draw: st.DrawFn) -> tuple[FrozenLakeMap, list[str]]:
     holes = frozenset(c for c in cells if c not in (start, goal) and rng.random() < p_hole)
     m = FrozenLakeMap(n, holes, start, goal)
     assume(m.solvable)
-    if draw(st.booleans()):
-        return m, m.optimal_path()
-    return m, m.optimal_path("uniform", rng)
+    return m, m.optimal_path(draw(st.sampled_from(TIE_BREAKS)), rng)
 
 
 @pytest.mark.parametrize("cot", traces.COT_FORMATS)
@@ -127,9 +125,11 @@ def test_safe_direct_moves_not_taken() -> None:
         "However, moving LEFT leads to a longer path, so I will not move LEFT.",
         "Thus, I will move RIGHT instead.",
     ]
-    # A tie the priority tie-break resolves away from the goal: DOWN is direct and as short as RIGHT.
+    # A tie the priority tie-break resolves away from the goal: DOWN is direct and as short as RIGHT
+    # (the default "direct" tie-break takes DOWN).
     m = FrozenLakeMap.from_rows(["FSFF", "HFFF", "GHFF", "FFFF"])
-    assert m.optimal_path()[0] == "RIGHT"
+    assert m.optimal_path("priority")[0] == "RIGHT"
+    assert m.optimal_path()[0] == "DOWN"
     assert traces.step_sentences(m, m.start, "RIGHT") == [
         "The direct path to the goal is moving DOWN or LEFT.",
         "Moving DOWN is safe, but moving RIGHT is just as short.",
@@ -175,6 +175,17 @@ def test_reasons_are_true_statements_about_the_map(case: tuple) -> None:
                 assert dist[nxt] == dist[m.step(pos, move)]
             else:
                 assert "is shorter" in sentence and dist[nxt] < dist[m.step(pos, move)]
+
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=solved_maps())
+def test_direct_tie_break_never_detours_in_descriptions(case: tuple) -> None:
+    """With the default tie-break a move away from the goal is taken only when no direct move is as short."""
+    m, _ = case
+    path = m.optimal_path()
+    text = traces.completion(m, path, "desc")
+    assert "just as short" not in text and "is shorter, but" not in text
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LakeshiftError as err:
         print(f"lakeshift {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `lakeshift stats DIR | head`: the reader left; not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"lakeshift {args.command}: interrupted; finished work is kept, rerun to resume", file=sys.stderr)
         return 130

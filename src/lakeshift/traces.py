@@ -22,7 +22,8 @@ first. A step line is:
    ``d`` (cases the figure does not show; our wording, always a true statement about the map's shortest
    distances to the goal): ``However, moving UP leads to a longer path, so I will not move UP.`` (the
    distance from there is not smaller than from here), ``Moving UP is safe, but moving LEFT is just as
-   short.`` (a tie between shortest paths, which the priority tie-break can resolve away from the goal),
+   short.`` (a tie between shortest paths that the ``priority`` or ``uniform`` tie-break can resolve away
+   from the goal; the default ``direct`` one never does),
    or, for a path that is not a shortest one, ``Moving UP is shorter, but I will move LEFT.``. Then ``As the
    direct path is blocked, I will move LEFT instead.`` when every direct direction is a hole (Figure 3,
    step 1), else ``Thus, I will move LEFT instead.``

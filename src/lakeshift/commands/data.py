@@ -20,7 +20,7 @@ from id-train), ood-size (200 per size 7-10), ood-dist (200 per size 7-10 with d
 'tiny' is the same structure with a handful of maps; a .json/.yaml file defines your own splits
 ({"splits": [{"name": ..., "groups": [{"size": 5, "count": 100, "hole_prob": 0.2, "d_inf_min": 1,
 "d_inf_max": null, "length_min": 1, "length_max": null}], "train": true, "exclude": [...],
-"embed_source": null, "tie_break": "priority"}]}).
+"embed_source": null, "tie_break": "direct"}]}).
 
 Without --suite, one split named --split is generated from --sizes/--count/--hole-prob/--d-inf/--length,
 e.g. 50,000 training maps: lakeshift generate --out data/big --split big-train --train --sizes 3 4 5 6
@@ -96,8 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g.add_argument(
         "--tie-break",
-        default="priority",
-        help="optimal path among equals: 'priority' (UP, LEFT, RIGHT, DOWN) or 'uniform' (seeded)",
+        default="direct",
+        help="optimal path among equals: 'direct' (moves towards the goal first, then UP, LEFT, RIGHT, "
+        "DOWN; matches 999/1000 official answers), 'priority' (UP, LEFT, RIGHT, DOWN) or 'uniform' (seeded)",
     )
     g.add_argument(
         "--train", action="store_true", help="a training split: SFT prompts use the 'train' variant"
@@ -182,6 +183,7 @@ def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from lakeshift import formats, traces
+    from lakeshift.env import TIE_BREAKS
     from lakeshift.generate import Group, SplitSpec
     from lakeshift.suites import build_suite, load_suite
 
@@ -200,8 +202,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise LakeshiftError("a custom split needs --sizes and --count")
         if args.id_source:
             raise LakeshiftError("--id-source applies to suites with id-train/id-test (e.g. --suite paper)")
-        if args.tie_break not in ("priority", "uniform"):
-            raise LakeshiftError(f"unknown tie-break {args.tie_break!r} (expected priority or uniform)")
+        if args.tie_break not in TIE_BREAKS:
+            raise LakeshiftError(
+                f"unknown tie-break {args.tie_break!r} (expected one of {', '.join(TIE_BREAKS)})"
+            )
         dmin, dmax = _parse_range(args.d_inf, "--d-inf")
         lmin, lmax = _parse_range(args.length, "--length")
         groups = tuple(

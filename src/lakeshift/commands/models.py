@@ -1,4 +1,4 @@
-"""``lakeshift train`` and ``lakeshift predict``. Heavy imports (torch, transformers, trl) stay in handlers."""
+"""``lakeshift train`` and ``lakeshift predict``. Heavy imports stay in the handlers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def _sizes(text: str) -> list[int]:
     try:
         return sorted({int(x) for x in text.replace(" ", "").split(",") if x})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated map sizes such as 7,8; got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated map sizes such as 7,8; got {text!r}"
+        ) from None
 
 
 def register(subparsers: Any) -> None:
@@ -33,15 +35,19 @@ def _register_train(subparsers: Any) -> None:
         "train",
         help="fine-tune (or train from scratch) a model on one input x CoT format with trl's SFTTrainer",
         description=(
-            "Supervised fine-tuning on DATA/<split>/sft/<input>__<cot>.jsonl, loss on the assistant answer only. "
+            "Supervised fine-tuning on DATA/<split>/sft/<input>__<cot>.jsonl, loss on the assistant answer "
+            "only. "
             "Writes OUT/run.json (data hash, formats, model, hyper-parameters, versions, git commit), "
             "OUT/metrics.jsonl, OUT/checkpoint-*/ and the final OUT/model/. Multi-GPU: "
-            "accelerate launch --config_file configs/accelerate/<ddp|fsdp|deepspeed-zero2|deepspeed-zero3>.yaml "
+            "accelerate launch --config_file "
+            "configs/accelerate/<ddp|fsdp|deepspeed-zero2|deepspeed-zero3>.yaml "
             "-m lakeshift.cli train ..."
         ),
     )
     p.add_argument("--data", required=True, help="folder written by `lakeshift generate`")
-    p.add_argument("--split", default="id-train", help="training split (default id-train; e.g. embed10-train)")
+    p.add_argument(
+        "--split", default="id-train", help="training split (default id-train; e.g. embed10-train)"
+    )
     p.add_argument("--input", dest="input_format", required=True, choices=INPUTS)
     p.add_argument("--cot", dest="cot_format", required=True, choices=COTS)
     p.add_argument("--model", required=True, help=f"named size ({NAMED}), checkpoint folder, or hub id")
@@ -49,9 +55,11 @@ def _register_train(subparsers: Any) -> None:
     p.add_argument(
         "--preset",
         choices=("scratch", "paper", "paper-code"),
-        help="scratch (default for named sizes: lr 1e-3, batch 8, 3 epochs); paper (default for checkpoints): "
+        help="scratch (default for named sizes: lr 1e-3, batch 8, 3 epochs); "
+        "paper (default for checkpoints): "
         "Table 8 as printed: 10 epochs, batch 1, gradient accumulation 1, 10 warmup steps, lr 1e-5, "
-        "weight decay 0.01, AdamW, bf16; paper-code: the same with gradient accumulation 2, as the paper's code",
+        "weight decay 0.01, AdamW, bf16; "
+        "paper-code: the same with gradient accumulation 2, as the paper's code",
     )
     p.add_argument("--epochs", type=float)
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (overrides --epochs)")
@@ -79,7 +87,9 @@ def _register_train(subparsers: Any) -> None:
         help="default: on for checkpoints on a GPU, off otherwise (2x slower for small models)",
     )
     p.add_argument("--max-length", type=int, help="truncate conversations to N tokens (default: never)")
-    p.add_argument("--save-steps", type=int, help="checkpoint every N steps (default: ~5 per run, last 2 kept)")
+    p.add_argument(
+        "--save-steps", type=int, help="checkpoint every N steps (default: ~5 per run, last 2 kept)"
+    )
     p.add_argument("--logging-steps", type=int)
     p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
     p.set_defaults(handler=_train)
@@ -98,7 +108,8 @@ def _register_predict(subparsers: Any) -> None:
         "predict",
         help="generate predictions for a split (hf, vllm or any OpenAI-compatible API); resumable",
         description=(
-            "Answers the prompts (system + user turns) of DATA/<split>/sft/<input>__<cot>.jsonl and appends one "
+            "Answers the prompts (system + user turns) of DATA/<split>/sft/<input>__<cot>.jsonl and appends "
+            "one "
             "JSON line per map to OUT (id, output, n_output_tokens, model, input_format, cot_format, split, "
             "decoding). Rerunning skips ids already in OUT. Greedy decoding unless --temperature > 0."
         ),
@@ -115,7 +126,8 @@ def _register_predict(subparsers: Any) -> None:
     p.add_argument(
         "--max-new-tokens",
         type=int,
-        help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT format + 16; "
+        help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT "
+        "format + 16; "
         "openai: no limit sent",
     )
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -123,9 +135,13 @@ def _register_predict(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (recorded; unused when greedy)")
     p.add_argument("--batch-size", type=int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)")
     p.add_argument("--base-url", default="https://api.openai.com/v1", help="openai: endpoint base URL")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable with the key")
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable with the key"
+    )
     p.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
-    p.add_argument("--max-retries", type=int, default=6, help="openai: retries per request (429, 5xx, network)")
+    p.add_argument(
+        "--max-retries", type=int, default=6, help="openai: retries per request (429, 5xx, network)"
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="openai: seconds per request")
     p.set_defaults(handler=_predict)
 

@@ -51,7 +51,9 @@ def sft_path(data: str | Path, split: str, input_format: str, cot_format: str) -
     split_dir = data / split
     if not split_dir.is_dir():
         have = sorted(p.name for p in data.iterdir() if (p / "sft").is_dir())
-        raise LakeshiftError(f"{data}: no split {split!r} (splits with SFT files: {', '.join(have) or 'none'})")
+        raise LakeshiftError(
+            f"{data}: no split {split!r} (splits with SFT files: {', '.join(have) or 'none'})"
+        )
     path = split_dir / "sft" / f"{input_format}__{cot_format}.jsonl"
     if not path.is_file():
         have = sorted(p.stem.replace("__", " x ") for p in (split_dir / "sft").glob("*.jsonl"))
@@ -105,7 +107,9 @@ def load_sft(
         roles = [m.get("role") for m in messages if isinstance(m, dict)]
         expected = list(ROLES if need_assistant else ROLES[:2])
         if roles[: len(expected)] != expected or any("content" not in m for m in messages):
-            raise LakeshiftError(f"{where}: field 'messages' must be system, user, assistant turns with 'content'")
+            raise LakeshiftError(
+                f"{where}: field 'messages' must be system, user, assistant turns with 'content'"
+            )
         rec["id"] = str(rec["id"])
         if input_format == "image":
             images = rec.get("images")

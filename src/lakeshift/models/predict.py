@@ -110,7 +110,9 @@ def default_max_new_tokens(full: SftSet, backend: Backend) -> int | None:
     """
     refs = [c for c in (reference_completion(r) for r in full.records) if c]
     if not refs:
-        raise LakeshiftError(f"{full.path}: no reference completions to size max_new_tokens; pass --max-new-tokens")
+        raise LakeshiftError(
+            f"{full.path}: no reference completions to size max_new_tokens; pass --max-new-tokens"
+        )
     # The longest in characters is (nearly) the longest in tokens; measure a few to be safe and fast.
     longest = sorted(refs, key=len, reverse=True)[:8]
     counts = [backend.count_tokens(text) for text in longest]
@@ -136,7 +138,8 @@ def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
         for key in _RESUME_KEYS:
             if row.get(key) != expect[key]:
                 raise LakeshiftError(
-                    f"{out}, line {lineno}: field {key!r} is {row.get(key)!r} but this run has {expect[key]!r}; "
+                    f"{out}, line {lineno}: field {key!r} is {row.get(key)!r} "
+                    f"but this run has {expect[key]!r}; "
                     "use another --out (or delete the file) instead of mixing settings"
                 )
         done.add(str(row["id"]))
@@ -188,7 +191,11 @@ def predict(
     }
     done = _read_done(out, base)
     todo = [item for item in items_from(sft) if item.id not in done]
-    stats = {"done_before": len(done & {r["id"] for r in sft.records}), "written": 0, "total": len(sft.records)}
+    stats = {
+        "done_before": len(done & {r["id"] for r in sft.records}),
+        "written": 0,
+        "total": len(sft.records),
+    }
     if not todo:
         return stats
     from tqdm.auto import tqdm

@@ -19,7 +19,7 @@ from typing import Any
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.tokenizer import IM_END, PAD_TOKEN, build_char_tokenizer, load_tokenizer
 
-# Qwen2 shapes (hidden, layers, heads, kv heads, MLP width). Parameter counts are for a ~100-symbol vocabulary.
+# Qwen2 shapes (hidden, layers, heads, kv heads, MLP width); parameter counts for a ~100-symbol vocabulary.
 NAMED_SIZES: dict[str, dict[str, int]] = {
     "micro": {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "mlp": 192},  # ~0.1M: tests
     "tiny": {"hidden": 256, "layers": 4, "heads": 4, "kv_heads": 2, "mlp": 688},  # ~3M: CPU runs
@@ -91,7 +91,9 @@ def resolve_model(name: str) -> ModelSpec:
     path = Path(name)
     if path.exists():
         if not path.is_dir():
-            raise LakeshiftError(f"--model {name}: not a folder (expected a checkpoint or training run folder)")
+            raise LakeshiftError(
+                f"--model {name}: not a folder (expected a checkpoint or training run folder)"
+            )
         folder = model_folder(path)
         config_file = folder / "config.json"
         if not config_file.is_file():
@@ -113,7 +115,9 @@ def resolve_model(name: str) -> ModelSpec:
     try:
         config = AutoConfig.from_pretrained(name).to_dict()
     except (OSError, ValueError) as err:
-        raise LakeshiftError(f"--model {name}: cannot load its config from the Hugging Face hub ({err})") from None
+        raise LakeshiftError(
+            f"--model {name}: cannot load its config from the Hugging Face hub ({err})"
+        ) from None
     return _spec_from_config(name, "hub", name, config)
 
 
@@ -192,7 +196,9 @@ def image_only_processor_class() -> type:
     from transformers.processing_utils import ProcessorMixin
 
     class ImageOnlyQwenVLProcessor(Qwen2_5_VLProcessor):
-        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **_: Any):
+        def __init__(
+            self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **_: Any
+        ):
             self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
             self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
             self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
@@ -211,7 +217,9 @@ def build_tiny_vl(texts: list[str]) -> tuple[Any, Any]:
     image_processor = Qwen2VLImageProcessorPil(
         min_pixels=56 * 56, max_pixels=TINY_VL_MAX_PIXELS, patch_size=14, merge_size=2, temporal_patch_size=2
     )
-    processor = image_only_processor_class()(image_processor, tokenizer, chat_template=tokenizer.chat_template)
+    processor = image_only_processor_class()(
+        image_processor, tokenizer, chat_template=tokenizer.chat_template
+    )
     ids = tokenizer.convert_tokens_to_ids
     config = Qwen2_5_VLConfig(
         text_config={
@@ -274,16 +282,15 @@ def _load_qwen_vl_processor(source: str) -> Any:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     folder = Path(source)
-    if folder.is_dir():
-        tokenizer = load_tokenizer(folder)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = load_tokenizer(folder) if folder.is_dir() else AutoTokenizer.from_pretrained(source)
     image_processor = Qwen2VLImageProcessorPil.from_pretrained(source)
     template = None
     if (folder / "chat_template.jinja").is_file():
         template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
     elif (folder / "chat_template.json").is_file():
-        template = json.loads((folder / "chat_template.json").read_text(encoding="utf-8")).get("chat_template")
+        template = json.loads((folder / "chat_template.json").read_text(encoding="utf-8")).get(
+            "chat_template"
+        )
     template = template or tokenizer.chat_template
     return image_only_processor_class()(image_processor, tokenizer, chat_template=template)
 

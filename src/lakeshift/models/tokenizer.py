@@ -1,6 +1,6 @@
 """A character-level tokenizer built locally from the training data, with a ChatML chat template.
 
-Why character level: the FrozenLake prompts and traces use a small alphabet (letters, digits, ``_ # @ * | -``),
+Why character level: the FrozenLake prompts and traces use a small alphabet (letters, digits, ``_#@*|-``),
 so a character vocabulary is tiny (~100 symbols), needs no training, and never meets an unseen *word* on
 out-of-distribution maps (a 10x10 map only reuses characters a 3x3 map already has). The vocabulary is the
 printable ASCII set plus every other character seen in the data, so even a character missing from the

@@ -18,7 +18,9 @@ from lakeshift.io import write_jsonl
 SYSTEM = "You are a helpful assistant."
 
 
-def random_maps(n: int, sizes: tuple[int, ...] = (3, 4), seed: int = 0, hole_p: float = 0.2) -> list[FrozenLakeMap]:
+def random_maps(
+    n: int, sizes: tuple[int, ...] = (3, 4), seed: int = 0, hole_p: float = 0.2
+) -> list[FrozenLakeMap]:
     """``n`` distinct solvable random maps."""
     rng = random.Random(seed)
     out: list[FrozenLakeMap] = []
@@ -98,7 +100,7 @@ def write_split(
     write_jsonl(split_dir / "maps.jsonl", map_rows)
     for input_format, cot in pairs:
         records = []
-        for m, row in zip(maps, map_rows):
+        for m, row in zip(maps, map_rows, strict=True):
             answer = completion(m, row["optimal_path"], cot)
             rec: dict[str, Any] = {"id": row["id"], "input_format": input_format, "cot_format": cot}
             if input_format == "image":

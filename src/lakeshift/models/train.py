@@ -46,7 +46,6 @@ from lakeshift.models.registry import (
     load_model,
     load_processing,
     resolve_model,
-    tokenizer_of,
 )
 from lakeshift.models.tokenizer import message_texts
 
@@ -165,7 +164,11 @@ def git_commit() -> dict[str, Any]:
     root = Path(__file__).resolve().parents[3]
     try:
         commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
@@ -219,14 +222,22 @@ def _check_resume(out: Path, record: dict[str, Any]) -> dict[str, Any]:
     old = json.loads(run_file.read_text(encoding="utf-8"))
     for key in ("input_format", "cot_format"):
         if old.get(key) != record[key]:
-            raise LakeshiftError(f"--resume: {run_file} field {key!r} is {old.get(key)!r}, now {record[key]!r}")
+            raise LakeshiftError(
+                f"--resume: {run_file} field {key!r} is {old.get(key)!r}, now {record[key]!r}"
+            )
     if old["data"]["sha256"] != record["data"]["sha256"]:
-        raise LakeshiftError(f"--resume: the training file changed since {run_file} was written (sha256 differs)")
+        raise LakeshiftError(
+            f"--resume: the training file changed since {run_file} was written (sha256 differs)"
+        )
     if old["model"]["name"] != record["model"]["name"]:
-        raise LakeshiftError(f"--resume: {run_file} trained {old['model']['name']!r}, not {record['model']['name']!r}")
+        raise LakeshiftError(
+            f"--resume: {run_file} trained {old['model']['name']!r}, not {record['model']['name']!r}"
+        )
     for key, value in record["hparams"].items():
         if key not in _RESUMABLE_CHANGES and old["hparams"].get(key) != value:
-            raise LakeshiftError(f"--resume: hyper-parameter {key!r} was {old['hparams'].get(key)!r}, now {value!r}")
+            raise LakeshiftError(
+                f"--resume: hyper-parameter {key!r} was {old['hparams'].get(key)!r}, now {value!r}"
+            )
     record["created"] = old["created"]
     record["resumed"] = [*old.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
     return record
@@ -240,7 +251,12 @@ def _write_run(out: Path, record: dict[str, Any]) -> None:
 def _as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every content as a list of parts: Arrow cannot store string and list contents in one column."""
     return [
-        {**m, "content": [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]}
+        {
+            **m,
+            "content": [{"type": "text", "text": m["content"]}]
+            if isinstance(m["content"], str)
+            else m["content"],
+        }
         for m in messages
     ]
 
@@ -272,7 +288,9 @@ def _progress_callback(metrics_path: Path, is_main: bool) -> Any:
             if self.bar is not None:
                 self.bar.update(state.global_step - self.bar.n)
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
             if not is_main or not logs:
                 return
             now, row = time.time(), {"step": state.global_step, "epoch": state.epoch, "time": time.time()}
@@ -343,7 +361,9 @@ def train(opts: TrainOptions) -> Path:
     # 1. Cheap checks first.
     spec = resolve_model(opts.model)
     check_modality(spec, opts.input_format)
-    sft = load_sft(opts.data, opts.split, opts.input_format, opts.cot_format, sizes=opts.sizes, limit=opts.limit)
+    sft = load_sft(
+        opts.data, opts.split, opts.input_format, opts.cot_format, sizes=opts.sizes, limit=opts.limit
+    )
     if (out / "model").exists() and not opts.resume:
         raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
     if (out / RUN_FILE).is_file() and not opts.resume:
@@ -400,7 +420,9 @@ def train(opts: TrainOptions) -> Path:
     # Our bar is the one to watch; transformers' per-checkpoint "Writing model shards" bars would bury it.
     hf_logging.disable_progress_bar()
     trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main))
-    record["model"]["n_trainable_params"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    record["model"]["n_trainable_params"] = sum(
+        p.numel() for p in trainer.model.parameters() if p.requires_grad
+    )
     if is_main:
         _write_run(out, record)
     start = time.time()
@@ -436,7 +458,9 @@ def _last_checkpoint(out: Path) -> str | None:
     return last
 
 
-def _model_and_processing(spec: ModelSpec, sft: SftSet, out: Path, resume: bool, cuda: bool) -> tuple[Any, Any]:
+def _model_and_processing(
+    spec: ModelSpec, sft: SftSet, out: Path, resume: bool, cuda: bool
+) -> tuple[Any, Any]:
     """Named sizes: a fresh random model and a character tokenizer from the data (also saved in
     ``OUT/tokenizer``); checkpoints: loaded from disk or the hub."""
     import torch

@@ -33,7 +33,8 @@ class HFBackend:
         self.spec = resolve_model(model)
         if self.spec.kind == "named":
             raise LakeshiftError(
-                f"--model {model}: a named size has random weights; train it first (lakeshift train) and pass "
+                f"--model {model}: a named size has random weights; train it first (lakeshift train) "
+                "and pass "
                 "the run folder"
             )
         self.model_id = str(Path(model).resolve()) if Path(model).exists() else model
@@ -124,11 +125,13 @@ class HFBackend:
             else:
                 # Seeded per batch: the same items in the same batches give the same samples.
                 torch.manual_seed((decoding.seed or 0) + index)
-                kwargs.update(do_sample=True, temperature=decoding.temperature, top_p=decoding.top_p, top_k=None)
+                kwargs.update(
+                    do_sample=True, temperature=decoding.temperature, top_p=decoding.top_p, top_k=None
+                )
             with torch.inference_mode():
                 out = self._model.generate(**enc, **kwargs)
             new = out[:, enc["input_ids"].shape[1] :].tolist()
-            for item, tokens in zip(batch, new):
+            for item, tokens in zip(batch, new, strict=True):
                 n = len(tokens)
                 reason = "length"
                 for i, tok in enumerate(tokens):

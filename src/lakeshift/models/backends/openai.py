@@ -112,7 +112,9 @@ class OpenAIBackend:
             "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
             for path in item.image_paths
         ]
-        messages = [{"role": m["role"], "content": self._content(item, m["content"], images)} for m in item.messages]
+        messages = [
+            {"role": m["role"], "content": self._content(item, m["content"], images)} for m in item.messages
+        ]
         body: dict[str, Any] = {"model": self.model_id, "messages": messages}
         if decoding.max_new_tokens is not None:
             body["max_tokens"] = decoding.max_new_tokens

@@ -46,7 +46,9 @@ class VLLMBackend:
         self._vllm = _import_vllm()
         self.spec = resolve_model(model)
         if self.spec.kind == "named":
-            raise LakeshiftError(f"--model {model}: a named size has random weights; pass a trained run folder")
+            raise LakeshiftError(
+                f"--model {model}: a named size has random weights; pass a trained run folder"
+            )
         self.model_id = str(Path(model).resolve()) if Path(model).exists() else model
         self.tensor_parallel_size = tensor_parallel_size
         self._llm: Any = None
@@ -56,7 +58,10 @@ class VLLMBackend:
 
     def _load(self) -> Any:
         if self._llm is None:
-            kwargs: dict[str, Any] = {"model": self.spec.source, "tensor_parallel_size": self.tensor_parallel_size}
+            kwargs: dict[str, Any] = {
+                "model": self.spec.source,
+                "tensor_parallel_size": self.tensor_parallel_size,
+            }
             if self.spec.vision:
                 kwargs["limit_mm_per_prompt"] = {"image": 1}
             self._llm = self._vllm.LLM(**kwargs)
@@ -68,7 +73,8 @@ class VLLMBackend:
     @staticmethod
     def _messages(item: PromptItem) -> list[dict[str, Any]]:
         images = [
-            "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii") for p in item.image_paths
+            "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")
+            for p in item.image_paths
         ]
         out = []
         for message in item.messages:
@@ -96,6 +102,6 @@ class VLLMBackend:
         )
         for chunk in batched(items, CHUNK):
             outputs = llm.chat([self._messages(item) for item in chunk], params, use_tqdm=False)
-            for item, result in zip(chunk, outputs):
+            for item, result in zip(chunk, outputs, strict=True):
                 completion = result.outputs[0]
                 emit(item, Generation(completion.text, len(completion.token_ids), completion.finish_reason))
