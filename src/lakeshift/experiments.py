@@ -22,17 +22,23 @@ A study config (see ``configs/*.yaml``)::
     report: {baselines: true}
 
 Stages and caching. The plan has one ``generate`` stage, one ``train`` stage per fine-tuned model, one
-``predict`` stage per (model, split) and a final ``report`` stage. Each stage has a key: the hash of its own
-settings and of the keys of the stages it reads. A stage whose ``.lakeshift-stage.json`` marker holds its key
-is done and skipped; so rerunning after an interruption redoes only what is missing (``predict`` also resumes
-inside a file), and changing one model's settings retrains and re-predicts only that model (its folder name
-carries the key). Stages run the same code as the CLI subcommands, in process.
+``predict`` stage per (model, split) and a final ``report`` stage; each runs the same code as the matching
+CLI subcommand, in process. A stage's key is the hash of its own settings and of the keys of the stages it
+reads; ``WORKDIR/stages/<stage>.json`` records the key of the last completed run. On a rerun a stage whose
+recorded key matches is skipped; one that never completed resumes (``train --resume`` from its last
+checkpoint, ``predict`` skipping finished ids); one whose settings changed is cleared and redone, and so is
+everything downstream of it (their keys include its key). So changing one model's settings retrains and
+re-predicts that model only, then rewrites the report.
+
+Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs),
+``WORKDIR/predictions/<name>/<split>.jsonl``, ``WORKDIR/report/`` (tables, plots, report.html).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -46,7 +52,6 @@ from lakeshift.errors import LakeshiftError
 INPUT_FORMATS = ("image", "desc", "table", "grid")
 COT_FORMATS = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
 KNOWN_SPLITS = ("id-train", "id-test", "ood-size", "ood-dist", "embed10-train", "embed10-test")
-MARKER = ".lakeshift-stage.json"
 
 # Allowed keys per section, with the type a value must have (None: any).
 TOP_KEYS = {
@@ -58,15 +63,18 @@ TOP_KEYS = {
     "models": list,
     "report": dict,
 }
-DATA_KEYS = {"suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int}
+DATA_KEYS = {
+    "suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int,
+    "inputs": list, "cots": list,
+}  # fmt: skip
 TRAIN_KEYS = {
     "model": str, "split": str, "preset": str, "epochs": (int, float), "max_steps": int, "batch_size": int,
     "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
-    "seed": int, "limit": int, "lora": bool, "max_length": int,
+    "seed": int, "limit": int, "lora": bool, "max_length": int, "prompt": str,
 }  # fmt: skip
 PREDICT_KEYS = {
     "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,
-    "temperature": (int, float), "base_url": str, "api_key_env": str, "concurrency": int,
+    "temperature": (int, float), "base_url": str, "api_key_env": str, "concurrency": int, "prompt": str,
 }  # fmt: skip
 MODEL_KEYS = {
     "name": str, "input": str, "cot": str, "zero_shot": bool, "model": str, "backend": str, "base_url": str,
@@ -77,24 +85,24 @@ REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str}
 
 @dataclass
 class Stage:
-    """One unit of cached work: what it runs (CLI arguments), where it writes, what it depends on."""
+    """One unit of cached work: the CLI arguments it runs and the marker that records it as done."""
 
     kind: str
     name: str
     key: str
     argv: list[str]
-    folder: Path
-    deps: list[str] = field(default_factory=list)
-    files: dict[str, Any] = field(default_factory=dict)  # JSON files to write into ``folder`` before running
+    marker: Path
+    outputs: list[Path] = field(default_factory=list)  # removed first when the stage's settings changed
+    files: dict[Path, Any] = field(default_factory=dict)  # JSON files written before running
+
+    def recorded_key(self) -> str | None:
+        try:
+            return json.loads(self.marker.read_text()).get("key")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return None
 
     def done(self) -> bool:
-        marker = self.folder / MARKER
-        if not marker.is_file():
-            return False
-        try:
-            return json.loads(marker.read_text()).get("key") == self.key
-        except (OSError, json.JSONDecodeError):
-            return False
+        return self.recorded_key() == self.key
 
     def mark_done(self, seconds: float) -> None:
         info = {
@@ -104,7 +112,8 @@ class Stage:
             "argv": self.argv,
             "seconds": round(seconds, 1),
         }
-        (self.folder / MARKER).write_text(json.dumps(info, indent=1) + "\n")
+        self.marker.parent.mkdir(parents=True, exist_ok=True)
+        self.marker.write_text(json.dumps(info, indent=1) + "\n")
 
 
 @dataclass
@@ -209,8 +218,12 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         except LakeshiftError as err:
             raise cfg.error("data.splits", str(err)) from None
         split_names = [s.name for s in specs]
-        suite_arg = str(data_dir / "suite-spec.json")
+        suite_arg = str(workdir / "suite-spec.json")
         suite_content = {"splits": dcfg["splits"]}
+    for key, known in (("inputs", INPUT_FORMATS), ("cots", COT_FORMATS)):
+        for i, value in enumerate(dcfg.get(key) or []):
+            if value not in known:
+                raise cfg.error(f"data.{key}[{i}]", f"unknown format {value!r} (known: {', '.join(known)})")
     gen_options = {k: v for k, v in dcfg.items() if k not in ("suite", "splits")}
     if gen_options.get("id_source") and not Path(gen_options["id_source"]).is_dir():
         raise cfg.error("data.id_source", f"no such folder: {gen_options['id_source']}")
@@ -224,8 +237,12 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         gen_argv += ["--no-images"]
     if dcfg.get("workers"):
         gen_argv += ["--workers", str(dcfg["workers"])]
-    spec_file = {} if "suite" in dcfg else {"suite-spec.json": suite_content}
-    stages = [Stage("generate", "data", gen_key, gen_argv, data_dir, files=spec_file)]
+    for key in ("inputs", "cots"):
+        if dcfg.get(key):
+            gen_argv += [f"--{key}", ",".join(dcfg[key])]
+    spec_file = {} if "suite" in dcfg else {Path(suite_arg): suite_content}
+    stage_dir = workdir / "stages"
+    stages = [Stage("generate", "data", gen_key, gen_argv, stage_dir / "generate.json", files=spec_file)]
 
     # ----- models ----------------------------------------------------------------------------------------
     train_defaults = data.get("train") or {}
@@ -292,11 +309,10 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
                 raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
             model_ref = entry["model"]
             model_key = _hash({"zero_shot": model_ref, "backend": backend})
-            train_deps: list[str] = []
         else:
             model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
             model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
-            run_dir = workdir / "models" / f"{mname}-{model_key}"
+            run_dir = workdir / "models" / mname
             argv = [
                 "train",
                 "--data",
@@ -309,9 +325,10 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
                 str(run_dir),
             ]
             argv += _options_to_argv(model_spec)
-            stages.append(Stage("train", mname, model_key, argv, run_dir, deps=[gen_key]))
+            stages.append(
+                Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
+            )
             model_ref = str(run_dir)
-            train_deps = [model_key]
 
         splits = pcfg.get("splits") or ["id-test"]
         for s in splits:
@@ -323,8 +340,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         for split in splits:
             opts = {k: v for k, v in pcfg.items() if k not in ("splits", "per_size")}
             pkey = _hash({"model": model_key, "split": split, "data": gen_key, **pcfg})
-            folder = workdir / "predictions" / f"{mname}-{model_key}"
-            out = folder / f"{split}.jsonl"
+            out = workdir / "predictions" / mname / f"{split}.jsonl"
             argv = [
                 "predict",
                 "--model",
@@ -340,9 +356,8 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
             if pcfg.get("per_size"):
                 argv += ["--per-size", str(pcfg["per_size"])]
             argv += _options_to_argv(opts)
-            stage = Stage(
-                "predict", f"{mname}/{split}", pkey, argv, folder / f".{split}", deps=[gen_key, *train_deps]
-            )
+            marker = stage_dir / f"predict-{mname}-{split}.json"
+            stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
             predict_stages.append(stage)
     stages += predict_stages
 
@@ -361,9 +376,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         argv += ["--examples", str(report_cfg["examples"])]
     if not images:
         argv.append("--no-images")
-    stages.append(
-        Stage("report", "report", report_key, argv, report_dir, deps=[s.key for s in predict_stages])
-    )
+    stages.append(Stage("report", "report", report_key, argv, stage_dir / "report.json", [report_dir]))
     return Study(name, workdir, stages)
 
 
@@ -390,11 +403,18 @@ def run_study(study: Study, *, dry_run: bool = False, out=sys.stderr) -> int:
     for s in todo:
         print(f"\n== {s.kind}: {s.name}", file=out)
         argv = list(s.argv)
-        s.folder.mkdir(parents=True, exist_ok=True)
-        for name, content in s.files.items():
-            (s.folder / name).write_text(json.dumps(content, indent=1) + "\n")
-        if s.kind == "train" and any(s.folder.glob("checkpoint-*")):
-            argv.append("--resume")  # an interrupted run of the same key continues where it stopped
+        if s.recorded_key() is not None:  # done before with other settings: start afresh
+            for path in s.outputs:
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        for path, content in s.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(content, indent=1) + "\n")
+        if s.kind == "train":
+            run_dir = s.outputs[0]
+            if any(run_dir.glob("checkpoint-*")):
+                argv.append("--resume")  # an interrupted run with the same settings continues from there
+            elif run_dir.exists():
+                shutil.rmtree(run_dir)  # interrupted before its first checkpoint: nothing to keep
         t0 = time.time()
         rc = cli_main(argv)
         if rc != 0:

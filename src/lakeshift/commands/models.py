@@ -9,10 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.models.data import PROMPTS  # light: no torch
 
 INPUTS = ("image", "desc", "table", "grid")
 COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
 NAMED = "micro, tiny, small, base (Qwen2, random init, char tokenizer) and tiny-vl (random Qwen2.5-VL)"
+PROMPT_HELP = (
+    "mirage: the SFT file's user message, Mirage's ~1,100-character rule text with the map (the paper's "
+    "setup); map-only: just the map in the input format (for image input: just the image), rendered from "
+    "<split>/maps.jsonl, ~5x cheaper for small from-scratch models that cannot use the rule text"
+)
 
 
 def _sizes(text: str) -> list[int]:
@@ -52,6 +58,12 @@ def _register_train(subparsers: Any) -> None:
     p.add_argument("--cot", dest="cot_format", required=True, choices=COTS)
     p.add_argument("--model", required=True, help=f"named size ({NAMED}), checkpoint folder, or hub id")
     p.add_argument("--out", required=True, help="run folder")
+    p.add_argument(
+        "--prompt",
+        choices=PROMPTS,
+        default="mirage",
+        help=f"user message to train on (default mirage; recorded in run.json): {PROMPT_HELP}",
+    )
     p.add_argument(
         "--preset",
         choices=("scratch", "paper", "paper-code"),
@@ -120,9 +132,20 @@ def _register_predict(subparsers: Any) -> None:
     p.add_argument("--split", default="id-test")
     p.add_argument("--input", dest="input_format", choices=INPUTS, help="default: the run's (run.json)")
     p.add_argument("--cot", dest="cot_format", choices=COTS, help="default: the run's (run.json), else none")
+    p.add_argument(
+        "--prompt",
+        choices=PROMPTS,
+        help=f"default: the run's (run.json), else mirage; recorded in every row. {PROMPT_HELP}",
+    )
     p.add_argument("--out", required=True, help="predictions JSONL (appended to; finished ids are skipped)")
-    p.add_argument("--limit", type=int, help="first N maps only")
     p.add_argument("--sizes", type=_sizes, help="maps of these sizes only, e.g. 7,8")
+    p.add_argument(
+        "--per-size",
+        type=int,
+        metavar="N",
+        help="the first N maps of each map size (file order), so a quick evaluation covers every size",
+    )
+    p.add_argument("--limit", type=int, help="the first N maps only (after --sizes and --per-size)")
     p.add_argument(
         "--max-new-tokens",
         type=int,
@@ -146,27 +169,33 @@ def _register_predict(subparsers: Any) -> None:
     p.set_defaults(handler=_predict)
 
 
-def _run_formats(model: str) -> tuple[str | None, str | None]:
+def _run_record(model: str) -> dict[str, Any]:
+    """The ``run.json`` of a lakeshift run folder (empty for anything else)."""
     run = Path(model) / "run.json"
     if not run.is_file():
-        return None, None
+        return {}
     try:
         record = json.loads(run.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise LakeshiftError(f"{run}: malformed JSON ({err.msg})") from None
-    return record.get("input_format"), record.get("cot_format")
+    return record if isinstance(record, dict) else {}
 
 
 def _predict(args: argparse.Namespace) -> int:
     from lakeshift.models.predict import make_backend, predict
 
-    run_input, run_cot = _run_formats(args.model)
-    input_format = args.input_format or run_input
-    cot_format = args.cot_format or run_cot or "none"
+    run = _run_record(args.model)
+    input_format = args.input_format or run.get("input_format")
+    cot_format = args.cot_format or run.get("cot_format") or "none"
+    # Runs written before --prompt existed trained on the Mirage prompt.
+    prompt = args.prompt or run.get("prompt") or "mirage"
     if input_format is None:
         raise LakeshiftError("--input is required (the model is not a lakeshift run folder with a run.json)")
     if args.temperature < 0:
         raise LakeshiftError(f"--temperature {args.temperature}: must be >= 0")
+    for option, value in (("--limit", args.limit), ("--per-size", args.per_size)):
+        if value is not None and value < 1:
+            raise LakeshiftError(f"{option} {value}: must be >= 1")
     kwargs: dict[str, Any] = {"batch_size": args.batch_size}
     if args.backend == "openai":
         kwargs = {
@@ -185,7 +214,9 @@ def _predict(args: argparse.Namespace) -> int:
         cot_format,
         args.out,
         sizes=args.sizes,
+        per_size=args.per_size,
         limit=args.limit,
+        prompt=prompt,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         top_p=args.top_p,

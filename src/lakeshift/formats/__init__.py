@@ -21,7 +21,9 @@ formats agree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import ModuleType
 
 from lakeshift.env import Cell, FrozenLakeMap, MapError
@@ -82,15 +84,22 @@ class BoardState:
         except MapError as err:
             raise FormatError(str(err)) from None
 
-    def symbol_rows(self, symbols: dict[str, str]) -> list[list[str]]:
+    def symbol_rows(self, symbols: Mapping[str, str]) -> list[list[str]]:
         """The board as rows of symbols, given one symbol per kind (``player goal hole empty``)."""
-        n = self.size
-        rows = [[symbols["empty"]] * n for _ in range(n)]
-        for r, c in self.holes:
-            rows[r][c] = symbols["hole"]
-        if self.goal is not None:
-            rows[self.goal[0]][self.goal[1]] = symbols["goal"]
-        rows[self.player[0]][self.player[1]] = symbols["player"]
+        return [list(row) for row in self.symbol_strings(symbols)]
+
+    def symbol_strings(self, symbols: Mapping[str, str]) -> list[str]:
+        """The board as one string per row, one character per cell (every symbol must be one character).
+
+        The rows without the player are built once per ``(size, holes, goal, symbols)`` and cached: the
+        states of one trace differ only in the player's cell, so drawing a state costs one string splice.
+        """
+        r, c = self.player
+        # The player hides the goal, so a state on the goal can use the map's rows (goal drawn there).
+        goal = self.player if self.goal is None else self.goal
+        rows = list(_base_rows(self.size, self.holes, goal, symbols["hole"], symbols["goal"], symbols["empty"]))
+        row = rows[r]
+        rows[r] = row[:c] + symbols["player"] + row[c + 1 :]
         return rows
 
     def cell_symbol(self, r: int, c: int) -> str:
@@ -100,6 +109,21 @@ class BoardState:
         if (r, c) == self.goal:
             return "goal"
         return "hole" if (r, c) in self.holes else "empty"
+
+
+@lru_cache(maxsize=512)
+def _base_rows(
+    size: int, holes: frozenset[Cell], goal: Cell | None, hole: str, goal_sym: str, empty: str
+) -> tuple[str, ...]:
+    """Rows of one-character symbols without the player (a frozenset caches its hash, so lookups for the
+    states of one map cost a dictionary probe)."""
+    cells = [empty] * (size * size)
+    for r, c in holes:
+        cells[r * size + c] = hole
+    if goal is not None:
+        cells[goal[0] * size + goal[1]] = goal_sym
+    flat = "".join(cells)
+    return tuple(flat[i : i + size] for i in range(0, size * size, size))
 
 
 def check_state(size: int, holes: set[Cell], player: Cell | None, goal: Cell | None, what: str) -> BoardState:
@@ -122,13 +146,20 @@ def check_state(size: int, holes: set[Cell], player: Cell | None, goal: Cell | N
     return BoardState(size, frozenset(holes), player, None if goal == player else goal)
 
 
-def _module(fmt: str) -> ModuleType:
-    from lakeshift.formats import desc, grid, table
+_MODULES: dict[str, ModuleType] = {}
 
-    modules = {"desc": desc, "table": table, "grid": grid}
-    if fmt not in modules:
-        raise ValueError(f"unknown text format {fmt!r} (expected one of {', '.join(TEXT_FORMATS)})")
-    return modules[fmt]
+
+def _module(fmt: str) -> ModuleType:
+    module = _MODULES.get(fmt)
+    if module is None:
+        # Imported here, not at the top: the format modules import this package.
+        from lakeshift.formats import desc, grid, table
+
+        _MODULES.update(desc=desc, table=table, grid=grid)
+        if fmt not in _MODULES:
+            raise ValueError(f"unknown text format {fmt!r} (expected one of {', '.join(TEXT_FORMATS)})")
+        module = _MODULES[fmt]
+    return module
 
 
 def render(m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str | None = None) -> str:

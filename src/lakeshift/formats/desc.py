@@ -17,6 +17,7 @@ as the player line; :func:`parse` then returns ``goal=None`` like the other form
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from lakeshift.env import Cell
 from lakeshift.formats import BoardState, FormatError, check_state
@@ -35,14 +36,18 @@ def render_state(state: BoardState) -> str:
     n = state.size
     r, c = state.player
     lines = [f"This is a {n}x{n} map.", f"The player is at: row {r + 1}, column {c + 1};"]
-    if state.holes:
-        cells = "".join(f" Row {hr + 1}, Column {hc + 1};" for hr, hc in sorted(state.holes))
-        lines.append(f"The hole(s) are at:{cells}")
-    else:
-        lines.append(NO_HOLES)
+    lines.append(_holes_line(state.holes))
     gr, gc = state.player if state.goal is None else state.goal
     lines.append(f"The goal is at: Row {gr + 1}, Column {gc + 1}.")
     return "\n".join(lines)
+
+
+@lru_cache(maxsize=512)
+def _holes_line(holes: frozenset[Cell]) -> str:
+    # Cached: every state of a map has the same holes (a frozenset caches its hash).
+    if not holes:
+        return NO_HOLES
+    return "The hole(s) are at:" + "".join([f" Row {r + 1}, Column {c + 1};" for r, c in sorted(holes)])
 
 
 def parse(text: str) -> BoardState:

@@ -12,18 +12,33 @@ whitespace between cells.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from lakeshift.env import Cell
-from lakeshift.formats import BoardState, FormatError, check_state
+from lakeshift.formats import BoardState, FormatError, _base_rows, check_state
 
 HEADER = "Grid:"
 SEP = "  "
 SYMBOLS: dict[str, str] = {"player": "P", "goal": "G", "hole": "X", "empty": "."}
 _KINDS: dict[str, str] = {v: k for k, v in SYMBOLS.items()}
+_PLAYER, _GOAL, _HOLE, _EMPTY = (SYMBOLS[k] for k in ("player", "goal", "hole", "empty"))
 
 
 def render_state(state: BoardState) -> str:
     """The grid text of a state (no trailing newline)."""
-    return "\n".join([HEADER, *(SEP.join(row) for row in state.symbol_rows(SYMBOLS))])
+    # The lines without the player are cached per map; only the player's row is joined anew.
+    r, c = state.player
+    # With the player on the goal the goal is hidden, so the map's own lines (goal drawn there) serve.
+    goal = state.player if state.goal is None else state.goal
+    lines = list(_base_lines(state.size, state.holes, goal))
+    row = _base_rows(state.size, state.holes, goal, _HOLE, _GOAL, _EMPTY)[r]
+    lines[r + 1] = SEP.join(row[:c] + _PLAYER + row[c + 1 :])
+    return "\n".join(lines)
+
+
+@lru_cache(maxsize=512)
+def _base_lines(size: int, holes: frozenset[Cell], goal: Cell | None) -> tuple[str, ...]:
+    return (HEADER, *map(SEP.join, _base_rows(size, holes, goal, _HOLE, _GOAL, _EMPTY)))
 
 
 def parse(text: str) -> BoardState:

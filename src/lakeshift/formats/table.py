@@ -20,11 +20,15 @@ both styles and any spacing inside the cells.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import lru_cache
+
 from lakeshift.env import Cell
-from lakeshift.formats import BoardState, FormatError, check_state
+from lakeshift.formats import BoardState, FormatError, _base_rows, check_state
 
 SYMBOLS: dict[str, str] = {"player": "@", "goal": "*", "hole": "#", "empty": "_"}
 _KINDS: dict[str, str] = {v: k for k, v in SYMBOLS.items()}
+_PLAYER, _GOAL, _HOLE, _EMPTY = (SYMBOLS[k] for k in ("player", "goal", "hole", "empty"))
 
 
 def render_state(state: BoardState, style: str = "compact") -> str:
@@ -33,22 +37,49 @@ def render_state(state: BoardState, style: str = "compact") -> str:
     Raises:
         ValueError: unknown style.
     """
-    n = state.size
-    heads = [f"Col {c + 1}" for c in range(n)]
-    labels = [f"Row {r + 1}" for r in range(n)]
-    cells = state.symbol_rows(SYMBOLS)
-    if style == "compact":
-        lines = ["| | " + " | ".join(heads) + " |"]
-        lines += [f"| {labels[r]} | " + " | ".join(cells[r]) + " |" for r in range(n)]
-    elif style == "aligned":
-        label_w = max(len(x) for x in labels)
-        lines = ["| " + " " * label_w + " | " + " | ".join(heads) + " |"]
-        for r in range(n):
-            row = [cells[r][c].center(len(heads[c])) for c in range(n)]
-            lines.append(f"| {labels[r].ljust(label_w)} | " + " | ".join(row) + " |")
-    else:
+    if style not in _ROW_LINE:
         raise ValueError(f"unknown table style {style!r} (expected 'compact' or 'aligned')")
+    # The lines without the player are cached per map; only the player's row is formatted anew.
+    r, c = state.player
+    # With the player on the goal the goal is hidden, so the map's own lines (goal drawn there) serve.
+    goal = state.player if state.goal is None else state.goal
+    lines = list(_base_lines(state.size, state.holes, goal, style))
+    row = _base_rows(state.size, state.holes, goal, _HOLE, _GOAL, _EMPTY)[r]
+    lines[r + 1] = _ROW_LINE[style](state.size, r, row[:c] + _PLAYER + row[c + 1 :])
     return "\n".join(lines)
+
+
+def _compact_header(n: int) -> str:
+    return "| | " + " | ".join([f"Col {c + 1}" for c in range(n)]) + " |"
+
+
+def _compact_row(n: int, r: int, row: str) -> str:
+    # str.join over the row string: one symbol per character, no per-cell Python work.
+    return f"| Row {r + 1} | " + " | ".join(row) + " |"
+
+
+def _aligned_label_width(n: int) -> int:
+    return len(f"Row {n}")
+
+
+def _aligned_header(n: int) -> str:
+    return "| " + " " * _aligned_label_width(n) + " | " + " | ".join([f"Col {c + 1}" for c in range(n)]) + " |"
+
+
+def _aligned_row(n: int, r: int, row: str) -> str:
+    label = f"Row {r + 1}".ljust(_aligned_label_width(n))
+    return f"| {label} | " + " | ".join([sym.center(len(f"Col {c + 1}")) for c, sym in enumerate(row)]) + " |"
+
+
+_HEADER_LINE: dict[str, Callable[[int], str]] = {"compact": _compact_header, "aligned": _aligned_header}
+_ROW_LINE: dict[str, Callable[[int, int, str], str]] = {"compact": _compact_row, "aligned": _aligned_row}
+
+
+@lru_cache(maxsize=512)
+def _base_lines(size: int, holes: frozenset[Cell], goal: Cell | None, style: str) -> tuple[str, ...]:
+    rows = _base_rows(size, holes, goal, _HOLE, _GOAL, _EMPTY)
+    row_line = _ROW_LINE[style]
+    return (_HEADER_LINE[style](size), *(row_line(size, r, row) for r, row in enumerate(rows)))
 
 
 def parse(text: str) -> BoardState:

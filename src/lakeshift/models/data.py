@@ -1,4 +1,15 @@
-"""Reading the SFT files (``DATA/<split>/sft/<input>__<cot>.jsonl``) for training and prediction."""
+"""Reading the SFT files (``DATA/<split>/sft/<input>__<cot>.jsonl``) for training and prediction.
+
+Prompts (``--prompt``, :data:`PROMPTS`):
+
+- ``mirage`` (default): the SFT file's user message as written, i.e. Mirage's rule text with the map in it
+  (the paper's setup).
+- ``map-only``: the user message becomes just the map in the record's input format, rendered with
+  :func:`lakeshift.formats.render` from ``<split>/maps.jsonl`` (for image input: only the image block). The
+  rule text is ~1,100 characters, identical in every example: with a character-level tokenizer it is ~80%
+  of a from-scratch model's compute, and such a model cannot use it anyway. The system message and the
+  assistant turn are unchanged.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +23,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.io import read_jsonl
 
 ROLES = ("system", "user", "assistant")
+PROMPTS = ("mirage", "map-only")
 
 
 @dataclass
@@ -27,6 +39,7 @@ class SftSet:
         records: the records, in file order.
         sizes: map size by id (from ``maps.jsonl``; empty when that file is absent).
         sha256: hash of the whole file (before filtering), recorded in run folders and predictions.
+        prompt: ``"mirage"`` (user messages as in the file) or ``"map-only"`` (rewritten to the map alone).
     """
 
     path: Path
@@ -37,6 +50,7 @@ class SftSet:
     records: list[dict[str, Any]]
     sizes: dict[str, int]
     sha256: str
+    prompt: str = "mirage"
 
 
 def sft_path(data: str | Path, split: str, input_format: str, cot_format: str) -> Path:
@@ -86,20 +100,38 @@ def load_sft(
     cot_format: str,
     *,
     sizes: list[int] | None = None,
+    per_size: int | None = None,
     limit: int | None = None,
     need_assistant: bool = True,
+    prompt: str = "mirage",
 ) -> SftSet:
-    """Reads and validates an SFT file; keeps maps of ``sizes`` (all if None), then the first ``limit``.
+    """Reads and validates an SFT file and selects records from it, in file order.
+
+    Args:
+        data: the folder written by ``lakeshift generate``.
+        split: the split folder name.
+        input_format: one of ``formats.INPUT_FORMATS``.
+        cot_format: one of ``traces.COT_FORMATS``.
+        sizes: keep maps of these sizes only (all if None).
+        per_size: then keep the first ``per_size`` maps of each size.
+        limit: then keep the first ``limit`` maps.
+        need_assistant: require the assistant turn (training); prediction needs only system and user.
+        prompt: ``"mirage"`` or ``"map-only"`` (see the module docstring).
 
     Raises:
-        LakeshiftError: missing file, malformed record (file, line and field named), missing image, or
-            ``--sizes`` without a ``maps.jsonl`` to read sizes from.
+        LakeshiftError: missing file, malformed record (file, line and field named), missing image,
+            ``--sizes``/``--per-size``/``map-only`` without a ``maps.jsonl`` to read the maps from, or an
+            unknown prompt.
     """
+    if prompt not in PROMPTS:
+        raise LakeshiftError(f"--prompt {prompt}: unknown (choose from {', '.join(PROMPTS)})")
     path = sft_path(data, split, input_format, cot_format)
     split_dir = path.parent.parent
     map_sizes = _map_sizes(split_dir)
-    if sizes and not map_sizes:
-        raise LakeshiftError(f"--sizes needs {split_dir / 'maps.jsonl'} (map sizes), which is missing")
+    for wanted, option in ((sizes, "--sizes"), (per_size, "--per-size")):
+        if wanted and not map_sizes:
+            raise LakeshiftError(f"{option} needs {split_dir / 'maps.jsonl'} (map sizes), which is missing")
+    per_size_seen: dict[int, int] = {}
     records: list[dict[str, Any]] = []
     for lineno, rec in read_jsonl(path, required=("id", "messages")):
         where = f"{path}, line {lineno}"
@@ -118,16 +150,66 @@ def load_sft(
             for image in images:
                 if not (split_dir / image).is_file():
                     raise LakeshiftError(f"{where}: field 'images': {split_dir / image} not found")
-        if sizes and rec["id"] not in map_sizes:
+        if (sizes or per_size) and rec["id"] not in map_sizes:
             raise LakeshiftError(f"{where}: id {rec['id']!r} is not in {split_dir / 'maps.jsonl'}")
         if sizes and map_sizes[rec["id"]] not in sizes:
             continue
+        if per_size is not None:
+            size = map_sizes[rec["id"]]
+            if per_size_seen.get(size, 0) >= per_size:
+                continue
+            per_size_seen[size] = per_size_seen.get(size, 0) + 1
         records.append(rec)
         if limit is not None and len(records) >= limit:
             break
     if not records:
-        raise LakeshiftError(f"{path}: no records left (sizes={sizes}, limit={limit})")
-    return SftSet(path, split_dir, split, input_format, cot_format, records, map_sizes, file_sha256(path))
+        raise LakeshiftError(f"{path}: no records left (sizes={sizes}, per_size={per_size}, limit={limit})")
+    if prompt == "map-only":
+        records = map_only_records(records, split_dir, input_format, path)
+    return SftSet(
+        path, split_dir, split, input_format, cot_format, records, map_sizes, file_sha256(path), prompt
+    )
+
+
+def map_only_user(map_record: dict[str, Any], input_format: str) -> dict[str, Any]:
+    """The ``map-only`` user turn of a map: its text rendering alone, or just the image block.
+
+    Args:
+        map_record: a ``maps.jsonl`` object.
+        input_format: one of ``formats.INPUT_FORMATS``.
+
+    Raises:
+        LakeshiftError: the record's map is invalid (names the id and field).
+    """
+    if input_format == "image":
+        return {"role": "user", "content": [{"type": "image"}]}
+    from lakeshift import formats
+    from lakeshift.suites import map_from_record
+
+    return {"role": "user", "content": formats.render(map_from_record(map_record), input_format)}
+
+
+def map_only_records(
+    records: list[dict[str, Any]], split_dir: Path, input_format: str, sft_file: Path
+) -> list[dict[str, Any]]:
+    """Copies of ``records`` whose user turn is :func:`map_only_user` of the map with the same id.
+
+    Raises:
+        LakeshiftError: ``maps.jsonl`` is missing or malformed, or lacks one of the records' ids.
+    """
+    from lakeshift.suites import load_maps
+
+    maps_file = split_dir / "maps.jsonl"
+    if not maps_file.is_file():
+        raise LakeshiftError(f"--prompt map-only needs {maps_file} (the maps), which is missing")
+    by_id = {str(m["id"]): m for m in load_maps(maps_file)}
+    out = []
+    for rec in records:
+        if rec["id"] not in by_id:
+            raise LakeshiftError(f"{sft_file}: id {rec['id']!r} is not in {maps_file}")
+        user = map_only_user(by_id[rec["id"]], input_format)
+        out.append({**rec, "messages": [user if m["role"] == "user" else m for m in rec["messages"]]})
+    return out
 
 
 def split_hash(split_dir: Path) -> str | None:

@@ -10,6 +10,9 @@ SFT file for the chosen CoT format, counted with the model's own tokenizer, plus
 references are on its largest maps, so the budget fits the format on the hardest maps with room for a model
 that is a little more verbose; a model that loops is cut there and scored as a failure. The ``openai``
 backend sends no limit unless ``--max-new-tokens`` is given: zero-shot models reason at their own length.
+
+The prompt (``mirage`` or ``map-only``, see :mod:`lakeshift.models.data`) is recorded in every row; the
+command defaults to the one the run was trained with (``run.json``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from lakeshift.models.data import SftSet, load_sft, prompt_messages, reference_c
 
 BACKENDS = ("hf", "vllm", "openai")
 # Fields that must agree between the rows already in an output file and a resumed run.
-_RESUME_KEYS = ("model", "backend", "input_format", "cot_format", "split", "decoding")
+_RESUME_KEYS = ("model", "backend", "input_format", "cot_format", "prompt", "split", "decoding")
 
 
 @dataclass
@@ -135,6 +138,7 @@ def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise LakeshiftError(f"{out}, line {lineno}: malformed JSON ({err.msg})") from None
+        row.setdefault("prompt", "mirage")  # rows written before --prompt existed
         for key in _RESUME_KEYS:
             if row.get(key) != expect[key]:
                 raise LakeshiftError(
@@ -159,13 +163,18 @@ def predict(
     out: str | Path,
     *,
     sizes: list[int] | None = None,
+    per_size: int | None = None,
     limit: int | None = None,
+    prompt: str = "mirage",
     max_new_tokens: int | None = None,
     temperature: float = 0.0,
     top_p: float = 1.0,
     seed: int | None = None,
 ) -> dict[str, int]:
     """Writes predictions for one split and format pair to ``out`` (JSONL), resuming where it stopped.
+
+    Maps are selected as :func:`~lakeshift.models.data.load_sft` does: ``sizes``, then the first ``per_size``
+    of each size, then the first ``limit``, in file order.
 
     Returns:
         ``{"done_before": n, "written": n, "total": n}``.
@@ -177,7 +186,17 @@ def predict(
     out = Path(out)
     backend.check(input_format)
     full = load_sft(data, split, input_format, cot_format, need_assistant=False)
-    sft = load_sft(data, split, input_format, cot_format, sizes=sizes, limit=limit, need_assistant=False)
+    sft = load_sft(
+        data,
+        split,
+        input_format,
+        cot_format,
+        sizes=sizes,
+        per_size=per_size,
+        limit=limit,
+        need_assistant=False,
+        prompt=prompt,
+    )
     if max_new_tokens is None and backend.name != "openai":
         max_new_tokens = default_max_new_tokens(full, backend)
     decoding = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
@@ -186,6 +205,7 @@ def predict(
         "backend": backend.name,
         "input_format": input_format,
         "cot_format": cot_format,
+        "prompt": prompt,
         "split": split,
         "decoding": decoding.record(),
     }

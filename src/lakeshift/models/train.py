@@ -19,6 +19,10 @@ Presets (``--preset``):
 
 CPU defaults (measured, see ``notes/cpu-ml-stack.md``): bf16 autocast when the CPU has native bf16, no
 gradient checkpointing, length-grouped batches, no packing. Conversations are never truncated.
+
+Prompt (``--prompt``, recorded in ``run.json`` and the default of ``lakeshift predict``): ``mirage`` trains on
+the SFT file's user message (the paper's setup); ``map-only`` on the map alone (see
+:mod:`lakeshift.models.data`), about 5x cheaper for small from-scratch models with a character tokenizer.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class TrainOptions:
     model: str
     out: str
     split: str = "id-train"
+    prompt: str = "mirage"
     preset: str | None = None
     epochs: float | None = None
     max_steps: int | None = None
@@ -200,6 +205,7 @@ def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, 
         },
         "input_format": opts.input_format,
         "cot_format": opts.cot_format,
+        "prompt": opts.prompt,
         "model": {
             "name": spec.name,
             "kind": spec.kind,
@@ -220,7 +226,8 @@ def _check_resume(out: Path, record: dict[str, Any]) -> dict[str, Any]:
     if not run_file.is_file():
         raise LakeshiftError(f"--resume: {run_file} not found (nothing to resume)")
     old = json.loads(run_file.read_text(encoding="utf-8"))
-    for key in ("input_format", "cot_format"):
+    old.setdefault("prompt", "mirage")  # runs written before --prompt existed used the Mirage prompt
+    for key in ("input_format", "cot_format", "prompt"):
         if old.get(key) != record[key]:
             raise LakeshiftError(
                 f"--resume: {run_file} field {key!r} is {old.get(key)!r}, now {record[key]!r}"
@@ -362,7 +369,13 @@ def train(opts: TrainOptions) -> Path:
     spec = resolve_model(opts.model)
     check_modality(spec, opts.input_format)
     sft = load_sft(
-        opts.data, opts.split, opts.input_format, opts.cot_format, sizes=opts.sizes, limit=opts.limit
+        opts.data,
+        opts.split,
+        opts.input_format,
+        opts.cot_format,
+        sizes=opts.sizes,
+        limit=opts.limit,
+        prompt=opts.prompt,
     )
     if (out / "model").exists() and not opts.resume:
         raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
