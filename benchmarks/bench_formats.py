@@ -52,7 +52,9 @@ def main() -> None:
     n = len(recs)
     per_map = len(formats.INPUT_FORMATS) * len(traces.COT_FORMATS)
     mean_len = sum(r["optimal_length"] for r in recs) / n
-    print(f"{n} paper-suite-like maps (sizes 3-10, mean optimal length {mean_len:.1f}), {per_map} records each")
+    print(
+        f"{n} paper-suite-like maps (sizes 3-10, mean optimal length {mean_len:.1f}), {per_map} records each"
+    )
 
     def build() -> None:
         for rec in recs:
@@ -65,10 +67,14 @@ def main() -> None:
 
     for name, fn in (("build", build), ("build + dumps", build_and_dump)):
         t = best_of(args.repeat, fn)
-        print(f"sft_records, {name:13s}: {n * per_map / t:10,.0f} records/s  ({n / t:7,.0f} maps/s, {t:.3f} s)")
+        print(
+            f"sft_records, {name:13s}: {n * per_map / t:10,.0f} records/s  ({n / t:7,.0f} maps/s, {t:.3f} s)"
+        )
 
     maps = [map_from_record(r) for r in recs]
-    states = [(m, pos) for m, r in zip(maps, recs, strict=True) for pos in m.simulate(r["optimal_path"]).positions]
+    states = [
+        (m, pos) for m, r in zip(maps, recs, strict=True) for pos in m.simulate(r["optimal_path"]).positions
+    ]
     for fmt in formats.TEXT_FORMATS:
 
         def render_all(fmt: str = fmt) -> None:

@@ -181,3 +181,20 @@ def test_custom_split_and_export(suite: Path, capsys, tmp_path: Path) -> None:
     assert code == 0
     ds = datasets.load_from_disk(str(tmp_path / "img"))
     assert ds.num_rows == 12 and ds[0]["images"][0].size == (192, 192)
+
+
+@pytest.mark.parametrize("tie_break", [None, "direct", "priority"])
+def test_custom_split_tie_break(tmp_path: Path, capsys, tie_break: str | None) -> None:
+    extra = [] if tie_break is None else ["--tie-break", tie_break]
+    argv = ["generate", "--out", str(tmp_path), "--split", "s", "--sizes", "5", "--count", "8"]
+    code, _, _ = run(capsys, *argv, "--no-images", "--no-progress", *extra)
+    assert code == 0
+    for rec in load_maps(tmp_path / "s"):
+        assert rec["optimal_path"] == map_from_record(rec).optimal_path(tie_break or "direct")
+
+
+def test_unknown_tie_break_is_refused(tmp_path: Path, capsys) -> None:
+    argv = ["generate", "--out", str(tmp_path / "x"), "--split", "s", "--sizes", "5", "--count", "2"]
+    code, _, err = run(capsys, *argv, "--tie-break", "shortest")
+    assert code == 2 and "unknown tie-break 'shortest'" in err
+    assert not (tmp_path / "x").exists()

@@ -190,3 +190,16 @@ def test_paper_ood_splits_match_table_2() -> None:
         rows = {r["size"]: r["mean_d_inf"] for r in split_stats(name, recs)}
         for size, want in zip(("7", "8", "9", "10"), expected, strict=True):
             assert abs(rows[size] - want) < 0.35, (name, size, rows[size], want)
+
+
+@pytest.mark.parametrize("tie_break", ["direct", "priority"])
+def test_generated_paths_follow_the_tie_break(tie_break: str) -> None:
+    spec = SplitSpec("s", (Group(4, 30, 0.2), Group(8, 30, 0.1)), tie_break=tie_break)
+    recs, _ = generate_split(spec, 3)
+    for rec in recs:
+        m = check_record(rec)
+        assert rec["optimal_path"] == m.optimal_path(tie_break)
+
+
+def test_default_tie_break_is_direct() -> None:
+    assert SplitSpec("s").tie_break == "direct"

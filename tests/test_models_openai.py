@@ -7,9 +7,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from model_fixtures import generate_split
 
+from lakeshift import formats
 from lakeshift.cli import main
-from lakeshift.models import toydata
+from lakeshift.suites import load_maps, map_from_record
 
 
 class FakeOpenAI:
@@ -76,11 +78,15 @@ class FakeOpenAI:
         self.server.server_close()
 
 
-@pytest.fixture
-def data(tmp_path):
-    maps = toydata.random_maps(5, sizes=(3, 4), seed=3)
-    toydata.write_split(tmp_path / "d", "id-test", maps, pairs=(("grid", "none"), ("image", "none")))
-    return tmp_path / "d"
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("d")
+    generate_split(root, "id-test", sizes=(3, 4), count=3, inputs=("grid", "image"), images=True, seed=3)
+    return root
+
+
+def _ids(data) -> list[str]:
+    return [m["id"] for m in load_maps(data / "id-test")]
 
 
 def _answers(data) -> dict[str, str]:
@@ -107,9 +113,9 @@ def test_retries_then_resumes_without_repeating_work(data, tmp_path, monkeypatch
     finally:
         server.close()
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    assert sorted(r["id"] for r in rows) == [f"m{i}" for i in range(5)]
+    assert sorted(r["id"] for r in rows) == sorted(_ids(data))
     ok_requests = [r for r in server.requests if not r["failed"]]
-    assert len(ok_requests) == 5  # the 2 finished ids were not asked again
+    assert len(ok_requests) == 6  # the 2 finished ids were not asked again
     assert all(r["auth"] == "Bearer sk-test" for r in server.requests)
     assert "max_tokens" not in ok_requests[0] and ok_requests[0]["temperature"] == 0.0
     answers = _answers(data)
@@ -118,7 +124,8 @@ def test_retries_then_resumes_without_repeating_work(data, tmp_path, monkeypatch
         for x in (data / "id-test" / "sft" / "grid__none.jsonl").read_text().splitlines()
     }
     assert all(r["output"] == by_id[r["id"]] and r["backend"] == "openai" for r in rows)
-    assert len(answers) == 5
+    assert all(r["prompt"] == "mirage" for r in rows)  # the default without a run folder
+    assert len(answers) == 6
 
 
 def test_interrupted_file_with_a_torn_line_is_repaired_and_completed(data, tmp_path):
@@ -127,12 +134,12 @@ def test_interrupted_file_with_a_torn_line_is_repaired_and_completed(data, tmp_p
     try:
         assert _predict(data, out, server.url, "--limit", "1") == 0
         with out.open("a") as f:
-            f.write('{"id": "m1", "output": "\\\\boxed{UP')  # a crash mid-write
+            f.write(f'{{"id": "{_ids(data)[1]}", "output": "\\\\boxed{{UP')  # a crash mid-write
         assert _predict(data, out, server.url) == 0
     finally:
         server.close()
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    assert sorted(r["id"] for r in rows) == [f"m{i}" for i in range(5)]
+    assert sorted(r["id"] for r in rows) == sorted(_ids(data))
 
 
 def test_images_go_as_data_urls(data, tmp_path):
@@ -169,3 +176,24 @@ def test_client_errors_and_changed_settings_are_clear(data, tmp_path, capsys):
         assert "decoding" in capsys.readouterr().err
     finally:
         server.close()
+
+
+def test_per_size_covers_every_size_and_map_only_sends_just_the_map(data, tmp_path):
+    server = FakeOpenAI({}, failures=())
+    out, image_out = tmp_path / "p.jsonl", tmp_path / "i.jsonl"
+    try:
+        assert _predict(data, out, server.url, "--per-size", "2", "--prompt", "map-only") == 0
+        argv = ["predict", "--backend", "openai", "--model", "fake", "--base-url", server.url]
+        argv += ["--data", str(data), "--input", "image", "--prompt", "map-only", "--limit", "1"]
+        assert main([*argv, "--out", str(image_out)]) == 0
+    finally:
+        server.close()
+    maps = {m["id"]: m for m in load_maps(data / "id-test")}
+    first_two = [i for s in (3, 4) for i in [k for k, m in maps.items() if m["size"] == s][:2]]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(first_two)
+    assert all(r["prompt"] == "map-only" for r in rows)
+    sent = sorted(r["messages"][1]["content"] for r in server.requests[:4])
+    assert sent == sorted(formats.render(map_from_record(maps[i]), "grid") for i in first_two)
+    image_user = server.requests[4]["messages"][1]["content"]
+    assert [p["type"] for p in image_user] == ["image_url"]

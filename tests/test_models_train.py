@@ -1,16 +1,18 @@
-"""``lakeshift train`` / ``predict`` end to end on a tiny model: overfit to 100%, LoRA, resume, bad input."""
+"""``lakeshift train`` / ``predict`` end to end on a tiny model: overfit to 100%, LoRA, resume, bad input.
+
+The data comes from ``lakeshift generate`` (see ``model_fixtures``); models train on ``--prompt map-only`` so
+the conversations stay short enough to memorise in seconds.
+"""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import pytest
+from model_fixtures import generate_split
 
 from lakeshift.cli import main
-from lakeshift.env import FrozenLakeMap
-from lakeshift.models import toydata
 from lakeshift.models.registry import resolve_model
 from lakeshift.models.train import PRESETS, TrainOptions, resolve_hparams
 
@@ -20,33 +22,18 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    maps = toydata.random_maps(4, sizes=(3,), seed=1)
-    toydata.write_split(root, "id-train", maps, pairs=(("grid", "grid"), ("grid", "none")))
+    generate_split(root, "id-train", sizes=(3, 4), count=2, cots=("grid", "none"), train=True, seed=1)
     return root
-
-
-def _solved(pred_file, data_root) -> dict[str, bool]:
-    """Simulates the last boxed answer of each prediction on its map (what `lakeshift score` checks)."""
-    maps = {}
-    for line in (data_root / "id-train" / "maps.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        maps[rec["id"]] = FrozenLakeMap.from_rows(rec["rows"])
-    out = {}
-    for line in pred_file.read_text().splitlines():
-        row = json.loads(line)
-        boxes = re.findall(r"\\boxed\{([^}]*)\}", row["output"])
-        moves = [w.strip() for w in boxes[-1].split(",")] if boxes else []
-        out[row["id"]] = bool(boxes) and maps[row["id"]].simulate(moves).success
-    return out
 
 
 def test_tiny_model_overfits_a_handful_of_maps_through_the_cli(data, tmp_path):
     run = tmp_path / "run"
     argv = ["train", "--data", str(data), "--input", "grid", "--cot", "grid", "--model", "micro"]
-    argv += ["--out", str(run), "--epochs", "120", "--batch-size", "4", "--lr", "5e-3"]
+    argv += ["--out", str(run), "--prompt", "map-only", "--epochs", "150"]
+    argv += ["--batch-size", "4", "--lr", "5e-3"]
     assert main(argv) == 0
     record = json.loads((run / "run.json").read_text())
-    assert record["status"] == "done" and record["cot_format"] == "grid"
+    assert record["status"] == "done" and record["cot_format"] == "grid" and record["prompt"] == "map-only"
     assert len(record["data"]["sha256"]) == 64 and record["versions"]["trl"]
     assert record["hparams"]["sampling"] == "group_by_length" and not record["hparams"]["packing"]
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -55,30 +42,32 @@ def test_tiny_model_overfits_a_handful_of_maps_through_the_cli(data, tmp_path):
     assert losses[-1] < losses[0] / 10
 
     preds = tmp_path / "preds.jsonl"
-    # --input/--cot default to the run's formats (run.json).
-    assert (
-        main(
-            ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--out", str(preds)]
-        )
-        == 0
-    )
+    # --input, --cot and --prompt default to the run's (run.json).
+    predict = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train"]
+    predict += ["--out", str(preds)]
+    assert main(predict) == 0
     rows = [json.loads(x) for x in preds.read_text().splitlines()]
-    assert {r["id"] for r in rows} == {"m0", "m1", "m2", "m3"}
+    ids = [json.loads(x)["id"] for x in (data / "id-train" / "maps.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(ids) and len(ids) == 4
     assert all(r["finish_reason"] == "stop" and r["decoding"]["greedy"] for r in rows)
     assert all(
-        r["input_format"] == "grid" and r["cot_format"] == "grid" and r["split"] == "id-train" for r in rows
+        (r["input_format"], r["cot_format"], r["prompt"], r["split"])
+        == ("grid", "grid", "map-only", "id-train")
+        for r in rows
     )
-    assert _solved(preds, data) == {"m0": True, "m1": True, "m2": True, "m3": True}
+    scored = tmp_path / "scored.jsonl"
+    maps = str(data / "id-train" / "maps.jsonl")
+    assert main(["score", "--maps", maps, "--predictions", str(preds), "--out", str(scored)]) == 0
+    verdicts = [json.loads(x) for x in scored.read_text().splitlines()]
+    assert len(verdicts) == 4
+    assert sum(v["success"] for v in verdicts) / len(verdicts) == 1.0, verdicts
 
     # Rerunning is a no-op: every id is done.
     before = preds.read_text()
-    assert (
-        main(
-            ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--out", str(preds)]
-        )
-        == 0
-    )
+    assert main(predict) == 0
     assert preds.read_text() == before
+    # Another prompt may not be mixed into the same file.
+    assert main([*predict, "--prompt", "mirage"]) == 2
 
 
 def test_lora_and_resume_after_an_interrupted_run(data, tmp_path, capsys):
@@ -110,6 +99,7 @@ def test_lora_and_resume_after_an_interrupted_run(data, tmp_path, capsys):
     assert record["status"] == "done" and record["global_step"] == 4 and record["resumed"]
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps.count(1) == 1 and 4 in steps  # steps 1-2 were not trained twice
+    assert record["prompt"] == "mirage"  # the default
     # The merged model predicts through the normal path.
     preds = tmp_path / "p.jsonl"
     argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "1"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from model_fixtures import generate_split
 
 from lakeshift.cli import main
-from lakeshift.models import toydata
+from lakeshift.models.data import load_sft
 from lakeshift.models.registry import (
     build_tiny_vl,
     freeze_vision_tower,
@@ -15,6 +16,7 @@ from lakeshift.models.registry import (
     load_processing,
     resolve_model,
 )
+from lakeshift.models.tokenizer import message_texts
 
 pytestmark = pytest.mark.slow
 
@@ -22,15 +24,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("vl")
-    toydata.write_split(
-        root, "id-train", toydata.random_maps(2, sizes=(3,), seed=2), pairs=(("image", "none"),)
-    )
+    generate_split(root, "id-train", sizes=(3,), count=2, inputs=("image",), images=True, train=True, seed=2)
     return root
 
 
 def test_tiny_vl_checkpoint_trains_and_predicts_like_the_7b_model(data, tmp_path):
     # A checkpoint folder, loaded exactly as Qwen/Qwen2.5-VL-7B-Instruct would be (config -> vision model).
-    model, processor = build_tiny_vl(["Solve the lake:\nAnswer in \\boxed{}."])
+    sft = load_sft(data, "id-train", "image", "none")
+    model, processor = build_tiny_vl([t for r in sft.records for t in message_texts(r["messages"])])
     ckpt = tmp_path / "ckpt"
     model.save_pretrained(ckpt)
     processor.save_pretrained(ckpt)
@@ -50,8 +51,10 @@ def test_tiny_vl_checkpoint_trains_and_predicts_like_the_7b_model(data, tmp_path
     assert record["model"]["n_trainable_params"] == record["model"]["n_params"] - frozen
     assert record["global_step"] == 1
 
+    # Trained on the Mirage prompt (the 7B recipe); predicting with the image alone takes the same path.
     preds = tmp_path / "p.jsonl"
     argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "1"]
-    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
+    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4", "--prompt", "map-only"]) == 0
     (row,) = [json.loads(x) for x in preds.read_text().splitlines()]
     assert row["input_format"] == "image" and 1 <= row["n_output_tokens"] <= 4
+    assert row["prompt"] == "map-only" and record["prompt"] == "mirage"

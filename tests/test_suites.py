@@ -20,7 +20,6 @@ from lakeshift.suites import (
     load_suite,
     map_from_record,
     paper_suite,
-    sft_records_for_map,
 )
 
 
@@ -86,14 +85,17 @@ def test_layout_and_records(tmp_path: Path) -> None:
     assert [r["source_id"] for r in emb] == [r["id"] for r in load_maps(tmp_path / "tr")]
 
 
-def test_sft_records_for_map_equal_sft_record() -> None:
-    spec = SplitSpec("x", (Group(5, 4, 0.2),))
+def test_batch_sft_records_equal_sft_record_byte_for_byte() -> None:
+    """The suite writes :func:`records.sft_records` (all pairs at once): each equals its single record."""
     from lakeshift.generate import generate_split
 
+    spec = SplitSpec("x", (Group(5, 4, 0.2), Group(9, 4, 0.1, d_inf_min=6)))
     recs, _ = generate_split(spec, 0)
     inputs, cots = records.formats.INPUT_FORMATS, records.traces.COT_FORMATS
     for rec in recs:
-        got = [dumps(r) for r in sft_records_for_map(rec, "test", inputs, cots)]
+        batch = records.sft_records(rec, "test", inputs, cots)
+        assert list(batch) == [(i, c) for i in inputs for c in cots]
+        got = [dumps(r) for r in batch.values()]
         assert got == [dumps(records.sft_record(rec, i, c, "test")) for i in inputs for c in cots]
 
 

@@ -177,7 +177,6 @@ def test_reasons_are_true_statements_about_the_map(case: tuple) -> None:
                 assert "is shorter" in sentence and dist[nxt] < dist[m.step(pos, move)]
 
 
-
 @settings(max_examples=80, deadline=None)
 @given(case=solved_maps())
 def test_direct_tie_break_never_detours_in_descriptions(case: tuple) -> None:
@@ -234,3 +233,23 @@ def test_parse_steps_desc_sentences_may_span_lines() -> None:
     steps = traces.parse_steps(text, "desc")
     assert len(steps) == 1 and steps[0].move == "UP"
     assert steps[0].sentences == "The direct path to the goal is moving UP. Thus, I will move UP."
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=solved_maps(), style=st.sampled_from([None, "compact", "aligned"]))
+def test_completions_equal_single_completions(case: tuple, style: str | None) -> None:
+    m, path = case
+    every = traces.completions(m, path, table_style=style)
+    assert list(every) == list(traces.COT_FORMATS)
+    for cot, text in every.items():
+        assert text == traces.completion(m, path, cot, table_style=style)
+    subset = traces.completions(m, path, ("grid+desc", "none"), table_style=style)
+    assert subset == {"grid+desc": every["grid+desc"], "none": every["none"]}
+
+
+def test_completions_errors() -> None:
+    m = FrozenLakeMap.from_rows(["SH", "FG"])
+    with pytest.raises(ValueError, match="unknown CoT format 'tree'"):
+        traces.completions(m, ["DOWN", "RIGHT"], ("desc", "tree"))
+    with pytest.raises(ValueError, match="falls into a hole"):
+        traces.completions(m, ["RIGHT", "DOWN"], ("none", "grid"))

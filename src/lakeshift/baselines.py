@@ -1,6 +1,6 @@
 """Reference policies scored with the same code as models: ``oracle``, ``greedy`` and ``random``.
 
-* ``oracle``: a BFS shortest path (:meth:`FrozenLakeMap.optimal_path`, priority tie-break). Must score
+* ``oracle``: a BFS shortest path (:meth:`FrozenLakeMap.optimal_path`, direct tie-break). Must score
   100%; anything else is a scorer bug.
 * ``greedy``: the description trace's rule (paper, Appendix A) applied step by step with no look-ahead.
   The *direct* moves are those that reduce the row or column distance to the goal, vertical first; take

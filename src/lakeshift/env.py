@@ -362,47 +362,42 @@ def _path_direct(layers: list[int], start: int, goal: int, w: int) -> list[str]:
     """The optimal path that prefers direct moves (towards the goal's row or column), then
     ``UP, LEFT, RIGHT, DOWN``; see the module docstring."""
     moves = []
+    append = moves.append
     pos = start
-    w2 = 2 * w
+    wl, wr, w2 = w - 1, w + 1, 2 * w
     grow, gcol = divmod(goal, w)
-    row, col = divmod(start, w)
+    # UP is direct below the goal's row (bit index >= up_from), DOWN above it (bit index < down_below).
+    up_from, down_below = (grow + 1) * w, grow * w
     for k in range(len(layers) - 2, -1, -1):
-        # Bit w of t is pos itself; w - 1, w + 1, 0 and 2w are its LEFT, RIGHT, UP and DOWN neighbours.
+        # Bit w of t is pos itself; bits 0, w - 1, w + 1 and 2w are its UP, LEFT, RIGHT and DOWN neighbours.
         t = (layers[k] << w) >> pos
-        up = t & 1
-        left = (t >> (w - 1)) & 1
-        right = (t >> (w + 1)) & 1
-        # Only one of UP/DOWN (LEFT/RIGHT) can be direct; the order below is UP, LEFT, RIGHT, DOWN.
-        if up and grow < row:
-            move = "UP"
-        elif left and gcol < col:
-            move = "LEFT"
-        elif right and gcol > col:
-            move = "RIGHT"
-        elif grow > row and (t >> w2) & 1:
-            move = "DOWN"
-        elif up:
-            move = "UP"
-        elif left:
-            move = "LEFT"
-        elif right:
-            move = "RIGHT"
+        col = pos % w
+        if t & 1 and pos >= up_from:
+            append("UP")
+            pos -= w
+        elif (t >> wl) & 1 and col > gcol:
+            append("LEFT")
+            pos -= 1
+        elif (t >> wr) & 1 and col < gcol:
+            append("RIGHT")
+            pos += 1
+        elif (t >> w2) & 1 and pos < down_below:
+            append("DOWN")
+            pos += w
+        # No direct move is on a shortest path: the plain priority order.
+        elif t & 1:
+            append("UP")
+            pos -= w
+        elif (t >> wl) & 1:
+            append("LEFT")
+            pos -= 1
+        elif (t >> wr) & 1:
+            append("RIGHT")
+            pos += 1
         else:
             assert (t >> w2) & 1, "BFS layers are inconsistent"
-            move = "DOWN"
-        moves.append(move)
-        if move == "UP":
-            pos -= w
-            row -= 1
-        elif move == "DOWN":
+            append("DOWN")
             pos += w
-            row += 1
-        elif move == "LEFT":
-            pos -= 1
-            col -= 1
-        else:
-            pos += 1
-            col += 1
     return moves
 
 

@@ -207,7 +207,8 @@ def validate_spec(spec: SplitSpec, known_splits: Collection[str] = ()) -> None:
         raise LakeshiftError(f"bad split name {spec.name!r}")
     if spec.tie_break not in TIE_BREAKS:
         raise LakeshiftError(
-            f"split {spec.name}: unknown tie-break {spec.tie_break!r} (expected one of {', '.join(TIE_BREAKS)})"
+            f"split {spec.name}: unknown tie-break {spec.tie_break!r} "
+            f"(expected one of {', '.join(TIE_BREAKS)})"
         )
     if spec.embed_source:
         if spec.groups:

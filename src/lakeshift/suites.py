@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakeshift import __version__
+from lakeshift import __version__, records
 from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
@@ -206,16 +206,7 @@ def map_from_record(rec: Mapping[str, Any]) -> FrozenLakeMap:
     Raises:
         LakeshiftError: invalid ``rows`` or ``start``/``goal`` that disagree with them (names the map id).
     """
-    rid = rec.get("id", "?")
-    try:
-        m = FrozenLakeMap.from_rows(rec["rows"])
-    except (MapError, KeyError, TypeError) as err:
-        raise LakeshiftError(f"map {rid}: field 'rows': {err}") from None
-    for name, cell in (("start", m.start), ("goal", m.goal)):
-        value = rec.get(name)
-        if value is not None and tuple(value) != cell:
-            raise LakeshiftError(f"map {rid}: field {name!r} is {value}, but 'rows' put it at {list(cell)}")
-    return m
+    return records.map_of(rec)
 
 
 def record_from_map(
@@ -553,36 +544,6 @@ def _make_pool(workers: int) -> Any:
     return mp.get_context(method).Pool(workers)
 
 
-def sft_records_for_map(
-    rec: Mapping[str, Any], variant: str, inputs: Sequence[str], cots: Sequence[str]
-) -> list[dict[str, Any]]:
-    """The SFT records of one map for every ``input x cot`` pair (inputs outer), equal to
-    :func:`lakeshift.records.sft_record` for each pair but computing each CoT completion once per map
-    instead of once per input format (the completion does not depend on the input format)."""
-    from lakeshift import records, traces
-
-    m = map_from_record(rec)
-    completions = {}
-    for cot in cots:
-        try:
-            completions[cot] = traces.completion(m, rec["optimal_path"], cot)
-        except ValueError as err:
-            raise LakeshiftError(f"map {rec.get('id', '?')}: field 'optimal_path': {err}") from None
-    out = []
-    for fmt in inputs:
-        base = records.prompt_messages(rec, fmt, None, variant)
-        blocks = not isinstance(base["messages"][0]["content"], str)  # image records use content blocks
-        for cot in cots:
-            text = completions[cot]
-            answer = {"role": "assistant", "content": [{"type": "text", "text": text}] if blocks else text}
-            r: dict[str, Any] = {"id": base["id"], "input_format": fmt, "cot_format": cot}
-            r["messages"] = [*base["messages"], answer]
-            if "images" in base:
-                r["images"] = list(base["images"])
-            out.append(r)
-    return out
-
-
 def _render_chunk(
     args: tuple[list[dict], str | None, str, list[str], list[str]],
 ) -> list[str]:
@@ -595,7 +556,7 @@ def _render_chunk(
             render_png(map_from_record(rec), Path(image_dir) / f"{rec['id']}.png")
     parts: list[list[str]] = [[] for _ in range(len(inputs) * len(cots))]
     for rec in recs:
-        for k, sft in enumerate(sft_records_for_map(rec, variant, inputs, cots)):
+        for k, sft in enumerate(records.sft_records(rec, variant, inputs, cots).values()):
             parts[k].append(dumps(sft) + "\n")
     return ["".join(p) for p in parts]
 

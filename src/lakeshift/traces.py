@@ -154,32 +154,74 @@ def completion(m: FrozenLakeMap, path: Sequence[str], cot: str, *, table_style: 
         ValueError: unknown ``cot``, or a path that falls into a hole, moves off the edge, or does not end on
             the goal (or passes it before the end).
     """
-    if cot not in COT_FORMATS:
-        raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
+    return completions(m, path, (cot,), table_style=table_style)[cot]
+
+
+def completions(
+    m: FrozenLakeMap,
+    path: Sequence[str],
+    cots: Sequence[str] = COT_FORMATS,
+    *,
+    table_style: str | None = None,
+) -> dict[str, str]:
+    """:func:`completion` for several CoT formats of one map at once, in the order of ``cots``.
+
+    The step sentences and each map format's states are built once and shared (the combined formats reuse
+    them), which makes all six formats about as cheap as the three slowest alone.
+
+    Raises:
+        ValueError: as :func:`completion`.
+    """
+    for cot in cots:
+        if cot not in COT_FORMATS:
+            raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
     moves = [_normalise(move) for move in path]
     answer = boxed(moves)
-    if cot == "none":
-        return answer
+    if all(cot == "none" for cot in cots):
+        return {cot: answer for cot in cots}
     positions = _check_path(m, moves)
-    map_fmt = _MAP_FORMAT[cot]
-    with_desc = cot.endswith("desc")
-    dist: dict[Cell, int] = {}
+    header = f"This is a {m.size}x{m.size} map."
+    sentences: list[str] = []
+    if any(cot.endswith("desc") for cot in cots):
+        dist: dict[Cell, int] = {}
 
-    def distances() -> dict[Cell, int]:
-        # BFS only for maps whose trace needs it (a move away from the goal), and at most once.
-        if not dist:
-            dist.update(goal_distances(m))
-        return dist
+        def distances() -> dict[Cell, int]:
+            # BFS only for maps whose trace needs it (a move away from the goal), and at most once.
+            if not dist:
+                dist.update(goal_distances(m))
+            return dist
 
-    blocks = [f"This is a {m.size}x{m.size} map."] if with_desc else []
-    for i, move in enumerate(moves):
-        if with_desc:
-            blocks.append(" ".join(step_sentences(m, positions[i], move, distances)))
-        if map_fmt is not None:
-            state = BoardState.of(m, positions[i + 1])
-            blocks.append(render_state(state, map_fmt, style=table_style if map_fmt == "table" else None))
-    blocks.append(answer)
-    return "\n".join(blocks)
+        sentences = [
+            " ".join(step_sentences(m, positions[i], move, distances)) for i, move in enumerate(moves)
+        ]
+    states: dict[str, list[str]] = {}
+    for fmt in dict.fromkeys(_MAP_FORMAT[cot] for cot in cots):
+        if fmt is None:
+            continue
+        style = table_style if fmt == "table" else None
+        # Positions come from a successful rollout (inside the map, never a hole): no checks needed.
+        states[fmt] = [
+            render_state(
+                BoardState(m.size, m.holes, pos, None if pos == m.goal else m.goal), fmt, style=style
+            )
+            for pos in positions[1:]
+        ]
+    out = {}
+    for cot in cots:
+        map_fmt = _MAP_FORMAT[cot]
+        if cot == "none":
+            blocks = [answer]
+        elif cot == "desc":
+            blocks = [header, *sentences, answer]
+        elif map_fmt is not None and cot.endswith("desc"):
+            blocks = [header]
+            for line, state in zip(sentences, states[map_fmt], strict=True):
+                blocks += (line, state)
+            blocks.append(answer)
+        else:
+            blocks = [*states[map_fmt], answer]
+        out[cot] = "\n".join(blocks)
+    return out
 
 
 @dataclass(frozen=True)

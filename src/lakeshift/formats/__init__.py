@@ -97,7 +97,9 @@ class BoardState:
         r, c = self.player
         # The player hides the goal, so a state on the goal can use the map's rows (goal drawn there).
         goal = self.player if self.goal is None else self.goal
-        rows = list(_base_rows(self.size, self.holes, goal, symbols["hole"], symbols["goal"], symbols["empty"]))
+        rows = list(
+            _base_rows(self.size, self.holes, goal, symbols["hole"], symbols["goal"], symbols["empty"])
+        )
         row = rows[r]
         rows[r] = row[:c] + symbols["player"] + row[c + 1 :]
         return rows

@@ -63,7 +63,9 @@ def _aligned_label_width(n: int) -> int:
 
 
 def _aligned_header(n: int) -> str:
-    return "| " + " " * _aligned_label_width(n) + " | " + " | ".join([f"Col {c + 1}" for c in range(n)]) + " |"
+    return (
+        "| " + " " * _aligned_label_width(n) + " | " + " | ".join([f"Col {c + 1}" for c in range(n)]) + " |"
+    )
 
 
 def _aligned_row(n: int, r: int, row: str) -> str:
