@@ -680,7 +680,7 @@ def score_predictions(
     defaults = dict(defaults or {})
     missing = Extraction((), "missing", "no prediction for this map")
     no_output = Extraction((), "no_answer", "no output in the predictions record")
-    for mid, sm in maps.items():
+    for mid, sm in _selected(maps, preds).items():
         pred = preds.predictions.get(mid)
         rec: dict[str, Any] = {"id": mid}
         if pred is None:
@@ -711,6 +711,26 @@ def score_predictions(
         rec["n_output_chars"] = n_chars
         rec["compat"] = compat
         yield rec
+
+
+def _selected(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:
+    """The maps a predictions file is meant to answer: all of them, or the subset named by its
+    ``selection`` field (``lakeshift predict --per-size/--sizes/--limit``; see
+    :func:`lakeshift.suites.select_maps`)."""
+    selection = next(
+        (p.meta["selection"] for p in preds.predictions.values() if p.meta and p.meta.get("selection")), None
+    )
+    if not isinstance(selection, Mapping):
+        return maps
+    from lakeshift.suites import select_maps
+
+    chosen = select_maps(
+        [sm.record for sm in maps.values()],
+        sizes=selection.get("sizes"),
+        per_size=selection.get("per_size"),
+        limit=selection.get("limit"),
+    )
+    return {str(rec["id"]): maps[str(rec["id"])] for rec in chosen}
 
 
 def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

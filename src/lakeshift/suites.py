@@ -44,7 +44,7 @@ import re
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,6 +197,35 @@ def load_maps(path: str | Path) -> list[dict[str, Any]]:
                 f"{path}, line {lineno}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT"
             )
         out.append(rec)
+    return out
+
+
+def select_maps(
+    maps: Sequence[Mapping[str, Any]],
+    *,
+    sizes: Collection[int] | None = None,
+    per_size: int | None = None,
+    limit: int | None = None,
+) -> list[Mapping[str, Any]]:
+    """The evaluation subset of a split, in file order: maps of ``sizes`` (all if None), the first
+    ``per_size`` of each size, then the first ``limit`` overall.
+
+    ``lakeshift predict`` records these three settings in every prediction (``selection``) and the scorer
+    applies the same function, so a map the subset should contain but the predictions lack is counted
+    ``missing`` while the maps outside the subset are not counted at all.
+    """
+    out: list[Mapping[str, Any]] = []
+    taken: Counter[int] = Counter()
+    for rec in maps:
+        size = int(rec["size"])
+        if sizes and size not in sizes:
+            continue
+        if per_size is not None and taken[size] >= per_size:
+            continue
+        taken[size] += 1
+        out.append(rec)
+        if limit is not None and len(out) >= limit:
+            break
     return out
 
 

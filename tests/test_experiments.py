@@ -1,0 +1,172 @@
+"""Studies: config validation (errors name key and line), the plan of the shipped configs, caching."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lakeshift.cli import main
+from lakeshift.experiments import load_study
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_STUDY = """\
+name: tiny
+data:
+  splits:
+    - name: id-train
+      train: true
+      groups:
+        - {size: 3, count: 6, hole_prob: 0.2}
+        - {size: 4, count: 6, hole_prob: 0.2}
+    - name: id-test
+      exclude: [id-train]
+      groups:
+        - {size: 3, count: 2, hole_prob: 0.2}
+        - {size: 4, count: 2, hole_prob: 0.2}
+    - name: ood-size
+      exclude: [id-train]
+      groups:
+        - {size: 7, count: 2, hole_prob: 0.1}
+  images: false
+  inputs: [grid]
+  cots: [none, grid]
+  workers: 1
+train:
+  model: micro
+  prompt: map-only
+  epochs: 1
+predict:
+  splits: [id-test, ood-size]
+  per_size: 1
+  max_new_tokens: 64
+models:
+  - {input: grid, cot: none}
+  - {input: grid, cot: grid}
+report:
+  examples: 10
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("configs/paper-table1.yaml", {"generate": 1, "train": 16, "predict": 60, "report": 1}),
+        ("configs/paper-table3.yaml", {"generate": 1, "train": 12, "predict": 12, "report": 1}),
+        ("configs/zero-shot-api.yaml", {"generate": 1, "predict": 12, "report": 1}),
+        ("configs/cpu-study.yaml", None),
+        ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
+    ],
+)
+def test_shipped_configs_plan(config: str, expected: dict[str, int] | None, tmp_path: Path) -> None:
+    study = load_study(REPO / config, workdir=tmp_path)
+    counts = study.summary()
+    if expected is not None:
+        assert counts == expected
+    assert counts["generate"] == 1 and counts["report"] == 1
+
+
+def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:
+    study = load_study(REPO / "configs/paper-table1.yaml", workdir=tmp_path)
+    trained = sorted(s.name for s in study.stages if s.kind == "train")
+    assert len(trained) == 16
+    assert "grid__grid+desc" in trained and "desc__table+desc" in trained and "image__desc" in trained
+    # Every predict stage of a fine-tuned model reads that model's run folder.
+    for s in study.stages:
+        if s.kind == "predict" and "zero-shot" not in s.name:
+            assert s.argv[s.argv.index("--model") + 1].startswith(str(tmp_path / "models"))
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        (
+            "models:\n  - {input: grid, cot: none, colour: red}\n",
+            ":3: models[0].colour: unknown key 'colour'",
+        ),
+        ("models:\n  - {input: grid, cot: zigzag}\n", ":3: models[0].cot: unknown CoT format 'zigzag'"),
+        ("models:\n  - {input: braille, cot: none}\n", ":3: models[0].input: unknown input format 'braille'"),
+        (
+            "predict:\n  splits: [ood-moon]\nmodels:\n  - {input: grid, cot: none}\n",
+            "predict.splits: unknown split 'ood-moon'",
+        ),
+        ("models:\n  - {input: image, cot: none}\n", "models[0].input: image input needs images"),
+        (
+            "models:\n  - {input: grid, cot: none, train: {epochs: many}}\n",
+            "models[0].train.epochs: expected",
+        ),
+        ("models: []\n", "models: the study has no models"),
+    ],
+)
+def test_bad_configs_name_key_and_line(tmp_path: Path, snippet: str, message: str, capsys) -> None:
+    path = write(tmp_path, "name: bad\ndata: {suite: tiny}\n" + snippet)
+    rc = main(["run", str(path), "--dry-run"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err
+    assert str(path) in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unknown_top_level_key_and_bad_yaml(tmp_path: Path, capsys) -> None:
+    path = write(tmp_path, "name: x\ndata: {suite: tiny}\nmodels: [{input: grid, cot: none}]\nmodles: []\n")
+    assert main(["run", str(path), "--dry-run"]) == 2
+    assert f"{path}:4: modles: unknown key 'modles'" in capsys.readouterr().err
+    path = write(tmp_path, "name: x\ndata: [unclosed\n", "broken.yaml")
+    assert main(["run", str(path), "--dry-run"]) == 2
+    assert "invalid YAML" in capsys.readouterr().err
+
+
+def test_changing_one_model_replans_only_that_model(tmp_path: Path) -> None:
+    base = write(tmp_path, TINY_STUDY, "a.yaml")
+    changed = write(
+        tmp_path,
+        TINY_STUDY.replace("{input: grid, cot: grid}", "{input: grid, cot: grid, train: {epochs: 2}}"),
+        "b.yaml",
+    )
+    a = {s.name: s.key for s in load_study(base, tmp_path).stages}
+    b = {s.name: s.key for s in load_study(changed, tmp_path).stages}
+    same = {name for name in a if a[name] == b[name]}
+    assert same == {"data", "grid__none", "grid__none/id-test", "grid__none/ood-size"}
+
+
+@pytest.mark.slow
+def test_tiny_study_end_to_end_then_cached(tmp_path: Path, capsys) -> None:
+    import csv
+    import json
+
+    path = write(tmp_path, TINY_STUDY)
+    workdir = tmp_path / "work"
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 0
+    report = workdir / "report"
+    assert (report / "report.html").is_file() and (report / "table1.md").is_file()
+
+    # The report's accuracy per (model, split, size) equals a recount of the predictions' verdicts.
+    recount: dict[tuple[str, str, int], list[bool]] = {}
+    for scored in (report / "scored").glob("*.jsonl"):
+        for line in scored.read_text().splitlines():
+            rec = json.loads(line)
+            recount.setdefault((rec["model"], rec["split"], rec["size"]), []).append(rec["success"])
+    with (report / "by_size.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    checked = 0
+    for row in rows:
+        key = (row["model"], row["split"], int(row["size"]))
+        if key in recount:
+            assert int(row["n"]) == len(recount[key])
+            assert float(row["accuracy"]) == pytest.approx(sum(recount[key]) / len(recount[key]))
+            checked += 1
+    assert checked >= 6  # 2 models x (2 id-test sizes + 1 ood-size size)
+
+    capsys.readouterr()
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 0
+    assert "nothing to do: every stage is cached" in capsys.readouterr().err

@@ -1,0 +1,71 @@
+"""Predictions made for a subset of a split (``predict --per-size``) are scored on that subset only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lakeshift.cli import main
+from lakeshift.env import FrozenLakeMap
+from lakeshift.io import write_jsonl
+from lakeshift.suites import record_from_map, select_maps
+
+ROWS = {
+    3: [["SFF", "FHF", "FFG"], ["FSF", "FFF", "GFF"], ["GFS", "FFF", "FFF"]],
+    4: [["SFFF", "FFFF", "FFFF", "FFFG"], ["GFFF", "FFFF", "FFFF", "FFFS"]],
+}
+
+
+def _maps() -> list[dict]:
+    recs = []
+    for size, maps in ROWS.items():
+        for i, rows in enumerate(maps):
+            recs.append(record_from_map(FrozenLakeMap.from_rows(rows), f"m{size}-{i}", "toy"))
+    return recs
+
+
+def test_select_maps_per_size_sizes_limit() -> None:
+    maps = _maps()
+    ids = lambda sel: [m["id"] for m in sel]  # noqa: E731
+    assert ids(select_maps(maps, per_size=1)) == ["m3-0", "m4-0"]
+    assert ids(select_maps(maps, sizes=[4])) == ["m4-0", "m4-1"]
+    assert ids(select_maps(maps, per_size=2, limit=3)) == ["m3-0", "m3-1", "m4-0"]
+    assert ids(select_maps(maps)) == [m["id"] for m in maps]
+
+
+def test_score_counts_missing_only_inside_the_selection(tmp_path: Path) -> None:
+    maps = _maps()
+    write_jsonl(tmp_path / "maps.jsonl", maps)
+    by_id = {m["id"]: m for m in maps}
+    answer = "\\boxed{" + ", ".join(by_id["m3-0"]["optimal_path"]) + "}"
+    # Made with --per-size 1 (m3-0 and m4-0), but m4-0's prediction was lost.
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": "m3-0", "output": answer, "selection": {"per_size": 1}}])
+    rc = main(
+        [
+            "score",
+            "--maps",
+            str(tmp_path / "maps.jsonl"),
+            "--predictions",
+            str(tmp_path / "preds.jsonl"),
+            "--out",
+            str(tmp_path / "scored.jsonl"),
+        ]
+    )
+    assert rc == 0
+    scored = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert {r["id"]: r["verdict"] for r in scored} == {"m3-0": "success", "m4-0": "missing"}
+
+    # Without a selection every map of the split counts.
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": "m3-0", "output": answer}])
+    main(
+        [
+            "score",
+            "--maps",
+            str(tmp_path / "maps.jsonl"),
+            "--predictions",
+            str(tmp_path / "preds.jsonl"),
+            "--out",
+            str(tmp_path / "scored.jsonl"),
+        ]
+    )
+    assert len((tmp_path / "scored.jsonl").read_text().splitlines()) == len(maps)
