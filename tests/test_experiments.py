@@ -90,10 +90,10 @@ def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:
     [
         (
             "models:\n  - {input: grid, cot: none, colour: red}\n",
-            ":3: models[0].colour: unknown key 'colour'",
+            ":4: models[0].colour: unknown key 'colour'",
         ),
-        ("models:\n  - {input: grid, cot: zigzag}\n", ":3: models[0].cot: unknown CoT format 'zigzag'"),
-        ("models:\n  - {input: braille, cot: none}\n", ":3: models[0].input: unknown input format 'braille'"),
+        ("models:\n  - {input: grid, cot: zigzag}\n", ":4: models[0].cot: unknown CoT format 'zigzag'"),
+        ("models:\n  - {input: braille, cot: none}\n", ":4: models[0].input: unknown input format 'braille'"),
         (
             "predict:\n  splits: [ood-moon]\nmodels:\n  - {input: grid, cot: none}\n",
             "predict.splits: unknown split 'ood-moon'",
