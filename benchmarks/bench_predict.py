@@ -1,9 +1,10 @@
 """Prediction throughput of the ``hf`` backend: batched vs batch-1 generation (tokens/s, peak RSS).
 
-    python benchmarks/bench_predict.py [--model tiny] [--n 32] [--batch 32] [--new 64]
+    python benchmarks/bench_predict.py [--model tiny] [--n 32] [--batch 32] [--new 64] [--prompt map-only]
 
-Uses a random-weights named model saved as a checkpoint (throughput does not depend on the weights; the
-random model never emits the stop token, so every prompt generates exactly --new tokens in both modes).
+The prompts are a real test split of ``--n`` maps of sizes 5-6 written by ``lakeshift generate``. Uses a
+random-weights named model saved as a checkpoint (throughput does not depend on the weights; the random
+model never emits the stop token, so every prompt generates exactly --new tokens in both modes).
 Target: batched >= 5x batch 1.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 
 def run(batch: int, args: argparse.Namespace) -> dict:
-    from lakeshift.models import toydata
+    from lakeshift.cli import main
     from lakeshift.models.backends.hf import HFBackend
     from lakeshift.models.data import load_sft
     from lakeshift.models.predict import Decoding, items_from
@@ -29,10 +30,12 @@ def run(batch: int, args: argparse.Namespace) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        toydata.write_split(
-            root, "id-test", toydata.random_maps(args.n, sizes=(5, 6), seed=0), pairs=(("grid", "grid"),)
-        )
-        sft = load_sft(root, "id-test", "grid", "grid")
+        argv = ["generate", "--out", str(root), "--split", "id-test", "--sizes", "5", "6"]
+        argv += ["--count", str(max(1, args.n // 2)), "--hole-prob", "0.2", "--no-images", "--no-progress"]
+        argv += ["--inputs", "grid", "--cots", "grid", "--workers", "1"]
+        if main(argv) != 0:
+            raise SystemExit("lakeshift generate failed")
+        sft = load_sft(root, "id-test", "grid", "grid", prompt=args.prompt)
         model, tok = build_named(args.model, [t for r in sft.records for t in message_texts(r["messages"])])
         model.save_pretrained(root / "ckpt")
         tok.save_pretrained(root / "ckpt")
@@ -64,6 +67,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=32)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--new", type=int, default=64)
+    parser.add_argument("--prompt", choices=("mirage", "map-only"), default="map-only")
     parser.add_argument("--only", type=int)
     args = parser.parse_args()
     if args.only:
@@ -82,6 +86,8 @@ def main() -> None:
             str(args.n),
             "--new",
             str(args.new),
+            "--prompt",
+            args.prompt,
         ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = results[batch] = json.loads(out)

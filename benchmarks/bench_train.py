@@ -181,27 +181,50 @@ def main() -> None:
     parser.add_argument("--cot", default="grid")
     parser.add_argument("--prompt", choices=("mirage", "map-only"), default="map-only")
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--repeats", type=int, default=2, help="runs per mode, interleaved; best reported")
     parser.add_argument("--mode", choices=("trl", "plain"))
     args = parser.parse_args()
     if args.mode:
         print(json.dumps(run(args.mode, args)))
         return
-    results = {}
-    passthrough = sys.argv[1:]
-    for mode in ("plain", "trl"):
-        cmd = [sys.executable, __file__, *passthrough, "--mode", mode]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
-        if proc.returncode != 0:
-            raise SystemExit(f"{mode} failed:\n{proc.stderr[-3000:]}")
-        r = results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(
-            f"{mode:6s} {r['tokens']:>8d} real tokens in {r['seconds']:.1f} s = "
-            f"{r['tokens_per_s']:,.0f} tok/s (steady {r['steady_tokens_per_s']:,.0f}), threads {r['threads']}, weights {r['weights']}, "
-            f"bf16 autocast {r['bf16_autocast']}, peak RSS {r['peak_gib']:.2f} GiB"
-        )
+    passthrough = _without(sys.argv[1:], "--repeats")
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "trl": []}
+    # Interleaved and best-of: the CPU is shared, so the load drifts between runs.
+    for _ in range(args.repeats):
+        for mode in ("plain", "trl"):
+            cmd = [sys.executable, __file__, *passthrough, "--mode", mode]
+            env = {**os.environ, "TQDM_DISABLE": "1"}
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                raise SystemExit(f"{mode} failed:\n{proc.stderr[-3000:]}")
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[mode].append(r)
+            print(
+                f"{mode:6s} {r['tokens']:>8d} real tokens in {r['seconds']:.1f} s = "
+                f"{r['tokens_per_s']:,.0f} tok/s (steady {r['steady_tokens_per_s']:,.0f}), "
+                f"threads {r['threads']}, weights {r['weights']}, bf16 autocast {r['bf16_autocast']}, "
+                f"peak RSS {r['peak_gib']:.2f} GiB",
+                flush=True,
+            )
     for key in ("tokens_per_s", "steady_tokens_per_s"):
-        ratio = results["trl"][key] / results["plain"][key]
-        print(f"trl / plain ({key}) = {ratio:.3f} (target >= 0.90)")
+        best = {mode: max(r[key] for r in rs) for mode, rs in runs.items()}
+        print(
+            f"best {key}: plain {best['plain']:,.0f}, trl {best['trl']:,.0f}, "
+            f"trl / plain = {best['trl'] / best['plain']:.3f} (target >= 0.90)"
+        )
+
+
+def _without(argv: list[str], option: str) -> list[str]:
+    """``argv`` without ``option`` and its value."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out
 
 
 if __name__ == "__main__":

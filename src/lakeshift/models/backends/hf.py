@@ -2,6 +2,11 @@
 
 Prompts are sorted by length so each batch pads little; generation stops at the end-of-turn token
 (``<|im_end|>``) or the tokenizer's end-of-sequence token. Greedy unless a temperature is given.
+
+Text models generate with a static (preallocated) KV cache: the default dynamic cache grows by
+concatenation, copying the whole cache at every token, which dominates long CoT generations on CPU
+(measured: 20 prompts x 5,778 new tokens with the tiny model took 637 s dynamic, 199 s static; equal at
+1,500 tokens). A model that refuses a static cache falls back to the dynamic one.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class HFBackend:
         self.batch_size = batch_size
         self._model: Any = None
         self._processing: Any = None
+        self._static_cache = not self.spec.vision
 
     def check(self, input_format: str) -> None:
         check_modality(self.spec, input_format)
@@ -102,6 +108,20 @@ class HFBackend:
         # The chat template already wrote every special token; adding BOS/EOS again would corrupt the prompt.
         return processing(texts, padding=True, return_tensors="pt", add_special_tokens=False)
 
+    def _generate(self, enc: Any, kwargs: dict[str, Any]) -> Any:
+        """``generate`` with a static KV cache when the model supports it, else the dynamic one."""
+        import torch
+
+        with torch.inference_mode():
+            if self._static_cache:
+                try:
+                    return self._model.generate(**enc, **kwargs, cache_implementation="static")
+                except (ValueError, NotImplementedError, TypeError) as err:
+                    if not _is_cache_error(err):
+                        raise
+                    self._static_cache = False
+            return self._model.generate(**enc, **kwargs)
+
     def run(self, items: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
         import torch
 
@@ -128,8 +148,7 @@ class HFBackend:
                 kwargs.update(
                     do_sample=True, temperature=decoding.temperature, top_p=decoding.top_p, top_k=None
                 )
-            with torch.inference_mode():
-                out = self._model.generate(**enc, **kwargs)
+            out = self._generate(enc, kwargs)
             new = out[:, enc["input_ids"].shape[1] :].tolist()
             for item, tokens in zip(batch, new, strict=True):
                 n = len(tokens)
@@ -140,6 +159,10 @@ class HFBackend:
                         break
                 text = tokenizer.decode(tokens[:n], skip_special_tokens=True)
                 emit(item, Generation(text, n, reason))
+
+
+def _is_cache_error(err: Exception) -> bool:
+    return "cache" in str(err).lower()
 
 
 def json_text(item: PromptItem) -> str:
