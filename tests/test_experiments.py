@@ -163,9 +163,10 @@ def test_tiny_study_end_to_end_then_cached(tmp_path: Path, capsys) -> None:
         key = (row["model"], row["split"], int(row["size"]))
         if key in recount:
             assert int(row["n"]) == len(recount[key])
-            assert float(row["accuracy"]) == pytest.approx(sum(recount[key]) / len(recount[key]))
+            assert float(row["acc"]) == pytest.approx(sum(recount[key]) / len(recount[key]))
             checked += 1
     assert checked >= 6  # 2 models x (2 id-test sizes + 1 ood-size size)
+    assert {"grid__none", "grid__grid"} <= {model for model, _, _ in recount}
 
     capsys.readouterr()
     assert main(["run", str(path), "--workdir", str(workdir)]) == 0

@@ -69,3 +69,25 @@ def test_score_counts_missing_only_inside_the_selection(tmp_path: Path) -> None:
         ]
     )
     assert len((tmp_path / "scored.jsonl").read_text().splitlines()) == len(maps)
+
+
+def test_rows_from_an_extended_run_widen_the_selection(tmp_path: Path) -> None:
+    maps = _maps()
+    write_jsonl(tmp_path / "maps.jsonl", maps)
+    rows = [
+        {"id": "m3-0", "output": "\\boxed{}", "selection": {"limit": 1}},
+        {"id": "m3-1", "output": "\\boxed{}"},  # a later run over the whole split
+    ]
+    write_jsonl(tmp_path / "preds.jsonl", rows)
+    main(
+        [
+            "score",
+            "--maps",
+            str(tmp_path / "maps.jsonl"),
+            "--predictions",
+            str(tmp_path / "preds.jsonl"),
+            "--out",
+            str(tmp_path / "scored.jsonl"),
+        ]
+    )
+    assert len((tmp_path / "scored.jsonl").read_text().splitlines()) == len(maps)

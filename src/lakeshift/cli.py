@@ -52,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print(f"lakeshift {args.command}: interrupted; finished work is kept, rerun to resume", file=sys.stderr)
+        print(
+            f"lakeshift {args.command}: interrupted; finished work is kept, rerun to resume", file=sys.stderr
+        )
         return 130
 
 

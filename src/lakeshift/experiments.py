@@ -44,7 +44,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from lakeshift.config import SourcedConfig, load_yaml
 from lakeshift.errors import LakeshiftError
@@ -352,7 +352,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
                 "--out",
                 str(out),
             ]
-            argv += ["--input", entry["input"], "--cot", entry["cot"]]
+            argv += ["--input", entry["input"], "--cot", entry["cot"], "--name", mname]
             if pcfg.get("per_size"):
                 argv += ["--per-size", str(pcfg["per_size"])]
             argv += _options_to_argv(opts)
@@ -380,8 +380,9 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     return Study(name, workdir, stages)
 
 
-def run_study(study: Study, *, dry_run: bool = False, out=sys.stderr) -> int:
-    """Runs every stage that is not done, in order; prints the plan first."""
+def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None) -> int:
+    """Runs every stage that is not done, in order; prints the plan (to ``out``, default stderr) first."""
+    out = out or sys.stderr
     from lakeshift.cli import main as cli_main
 
     counts = study.summary()

@@ -33,7 +33,9 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
             except json.JSONDecodeError as err:
                 raise LakeshiftError(f"{path}, line {lineno}: malformed JSON ({err.msg})") from None
             if not isinstance(obj, dict):
-                raise LakeshiftError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}")
+                raise LakeshiftError(
+                    f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}"
+                )
             for key in required:
                 if key not in obj:
                     raise LakeshiftError(f"{path}, line {lineno}: missing field {key!r}")

@@ -714,23 +714,28 @@ def score_predictions(
 
 
 def _selected(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:
-    """The maps a predictions file is meant to answer: all of them, or the subset named by its
-    ``selection`` field (``lakeshift predict --per-size/--sizes/--limit``; see
-    :func:`lakeshift.suites.select_maps`)."""
-    selection = next(
-        (p.meta["selection"] for p in preds.predictions.values() if p.meta and p.meta.get("selection")), None
-    )
-    if not isinstance(selection, Mapping):
+    """The maps a predictions file is meant to answer: the union of the subsets named by its records'
+    ``selection`` fields (``lakeshift predict --per-size/--sizes/--limit``, see
+    :func:`lakeshift.suites.select_maps`), or every map as soon as one record has no selection."""
+    selections = []
+    for p in preds.predictions.values():
+        selection = (p.meta or {}).get("selection")
+        if not isinstance(selection, Mapping) or not selection:
+            return maps
+        if selection not in selections:
+            selections.append(selection)
+    if not selections:
         return maps
     from lakeshift.suites import select_maps
 
-    chosen = select_maps(
-        [sm.record for sm in maps.values()],
-        sizes=selection.get("sizes"),
-        per_size=selection.get("per_size"),
-        limit=selection.get("limit"),
-    )
-    return {str(rec["id"]): maps[str(rec["id"])] for rec in chosen}
+    records = [sm.record for sm in maps.values()]
+    wanted: set[str] = set()
+    for sel in selections:
+        chosen = select_maps(
+            records, sizes=sel.get("sizes"), per_size=sel.get("per_size"), limit=sel.get("limit")
+        )
+        wanted.update(str(rec["id"]) for rec in chosen)
+    return {mid: sm for mid, sm in maps.items() if mid in wanted}
 
 
 def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("config", type=Path, help="study YAML (see configs/)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and the stage commands, run nothing")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the plan and the stage commands, run nothing"
+    )
     p.add_argument("--workdir", type=Path, help="override the config's workdir")
     p.set_defaults(handler=_run)
 
@@ -30,7 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "predict on the ID and both OOD splits, score and write a report. About 15 minutes on 2 CPU cores."
         ),
     )
-    p.add_argument("--workdir", type=Path, default=Path("lakeshift-demo"), help="output folder (default ./lakeshift-demo)")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("lakeshift-demo"),
+        help="output folder (default ./lakeshift-demo)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     p.set_defaults(handler=_demo)
 

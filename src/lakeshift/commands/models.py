@@ -76,6 +76,12 @@ def _register_train(subparsers: Any) -> None:
     )
     p.add_argument("--epochs", type=float)
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (overrides --epochs)")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        help="training time budget: stop (and save) after this many minutes, whatever the epoch; the learning "
+        "rate is then constant after warmup (equal budgets for formats of different lengths)",
+    )
     p.add_argument("--batch-size", type=int, help="per-device batch size")
     p.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
     p.add_argument("--lr", type=float, help="peak learning rate")
@@ -128,6 +134,11 @@ def _register_predict(subparsers: Any) -> None:
         ),
     )
     p.add_argument("--model", required=True, help="run folder, checkpoint folder, hub id, or API model name")
+    p.add_argument(
+        "--name",
+        help="the model's name in predictions and reports (default: --model as given; the path is kept in "
+        "'model_path')",
+    )
     p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf")
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="id-test")
@@ -222,6 +233,7 @@ def _predict(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         top_p=args.top_p,
         seed=args.seed,
+        name=args.name,
     )
     print(
         f"lakeshift predict: {stats['written']} new, {stats['done_before']} already done, "

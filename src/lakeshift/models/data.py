@@ -132,7 +132,12 @@ def load_sft(
     for wanted, option in ((sizes, "--sizes"), (per_size, "--per-size")):
         if wanted and not map_sizes:
             raise LakeshiftError(f"{option} needs {split_dir / 'maps.jsonl'} (map sizes), which is missing")
-    per_size_seen: dict[int, int] = {}
+    selected: set[str] | None = None
+    if sizes or per_size:
+        from lakeshift.suites import select_maps
+
+        rows = [{"id": i, "size": n} for i, n in map_sizes.items()]
+        selected = {str(r["id"]) for r in select_maps(rows, sizes=sizes, per_size=per_size)}
     records: list[dict[str, Any]] = []
     for lineno, rec in read_jsonl(path, required=("id", "messages")):
         where = f"{path}, line {lineno}"
@@ -151,15 +156,11 @@ def load_sft(
             for image in images:
                 if not (split_dir / image).is_file():
                     raise LakeshiftError(f"{where}: field 'images': {split_dir / image} not found")
-        if (sizes or per_size) and rec["id"] not in map_sizes:
-            raise LakeshiftError(f"{where}: id {rec['id']!r} is not in {split_dir / 'maps.jsonl'}")
-        if sizes and map_sizes[rec["id"]] not in sizes:
-            continue
-        if per_size is not None:
-            size = map_sizes[rec["id"]]
-            if per_size_seen.get(size, 0) >= per_size:
+        if selected is not None:
+            if rec["id"] not in map_sizes:
+                raise LakeshiftError(f"{where}: id {rec['id']!r} is not in {split_dir / 'maps.jsonl'}")
+            if rec["id"] not in selected:
                 continue
-            per_size_seen[size] = per_size_seen.get(size, 0) + 1
         records.append(rec)
         if limit is not None and len(records) >= limit:
             break

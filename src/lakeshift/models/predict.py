@@ -170,6 +170,7 @@ def predict(
     temperature: float = 0.0,
     top_p: float = 1.0,
     seed: int | None = None,
+    name: str | None = None,
 ) -> dict[str, int]:
     """Writes predictions for one split and format pair to ``out`` (JSONL), resuming where it stopped.
 
@@ -201,7 +202,7 @@ def predict(
         max_new_tokens = default_max_new_tokens(full, backend)
     decoding = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
     base = {
-        "model": backend.model_id,
+        "model": name or backend.model_id,
         "backend": backend.name,
         "input_format": input_format,
         "cot_format": cot_format,
@@ -209,6 +210,11 @@ def predict(
         "split": split,
         "decoding": decoding.record(),
     }
+    if name:
+        base["model_path"] = backend.model_id
+    selection = {k: v for k, v in (("sizes", sizes), ("per_size", per_size), ("limit", limit)) if v}
+    if selection:
+        base["selection"] = selection  # the scorer counts missing maps within this subset only
     done = _read_done(out, base)
     todo = [item for item in items_from(sft) if item.id not in done]
     stats = {

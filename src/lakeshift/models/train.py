@@ -76,7 +76,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 PRESETS["paper-code"] = {**PRESETS["paper"], "grad_accum": 2}
 # Only these keys may differ between a run and its --resume (the schedule may be extended).
-_RESUMABLE_CHANGES = {"epochs", "max_steps", "save_steps", "logging_steps", "resume"}
+_RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "save_steps", "logging_steps", "resume"}
 
 
 @dataclass
@@ -93,6 +93,7 @@ class TrainOptions:
     preset: str | None = None
     epochs: float | None = None
     max_steps: int | None = None
+    max_minutes: float | None = None
     batch_size: int | None = None
     grad_accum: int | None = None
     lr: float | None = None
@@ -136,6 +137,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
     big = spec.kind != "named"
     hp.update(
         max_steps=opts.max_steps or -1,
+        max_minutes=opts.max_minutes,
         seed=opts.seed,
         bf16=opts.bf16 if opts.bf16 is not None else (cuda or cpu_has_bf16()),
         # Checkpointing trades compute for memory: worth it for 7B on a GPU, a 2x slowdown for small models.
@@ -323,6 +325,27 @@ def _progress_callback(metrics_path: Path, is_main: bool) -> Any:
     return ProgressMetrics()
 
 
+def _time_budget_callback(minutes: float) -> Any:
+    """Stops training (with a final checkpoint) once ``minutes`` of training time have passed."""
+    from transformers import TrainerCallback
+
+    class TimeBudget(TrainerCallback):
+        def __init__(self) -> None:
+            self.start = time.time()
+            self.stopped_at: int | None = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.start = time.time()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if time.time() - self.start >= minutes * 60:
+                control.should_training_stop = True
+                control.should_save = True
+                self.stopped_at = state.global_step
+
+    return TimeBudget()
+
+
 def _sft_config(out: Path, hp: dict[str, Any], n_records: int, cuda: bool) -> Any:
     from trl import SFTConfig
 
@@ -338,7 +361,9 @@ def _sft_config(out: Path, hp: dict[str, Any], n_records: int, cuda: bool) -> An
         warmup_steps=hp["warmup_steps"] or int(hp["warmup_ratio"] * total),
         weight_decay=hp["weight_decay"],
         optim="adamw_torch_fused" if cuda else "adamw_torch",
-        lr_scheduler_type="linear",
+        # A time budget ends the run at an unknown step, so a schedule that decays over the planned steps
+        # would stop part-way down its slope: hold the rate constant after warmup instead.
+        lr_scheduler_type="constant_with_warmup" if hp["max_minutes"] else "linear",
         bf16=hp["bf16"],
         activation_checkpointing=hp["gradient_checkpointing"],
         seed=hp["seed"],
@@ -434,6 +459,9 @@ def train(opts: TrainOptions) -> Path:
     # Our bar is the one to watch; transformers' per-checkpoint "Writing model shards" bars would bury it.
     hf_logging.disable_progress_bar()
     trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main))
+    budget = _time_budget_callback(hp["max_minutes"]) if hp["max_minutes"] else None
+    if budget is not None:
+        trainer.add_callback(budget)
     record["model"]["n_trainable_params"] = sum(
         p.numel() for p in trainer.model.parameters() if p.requires_grad
     )
@@ -457,6 +485,7 @@ def train(opts: TrainOptions) -> Path:
             finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             train_seconds=round(time.time() - start, 2),
             global_step=trainer.state.global_step,
+            stopped_by_time_budget=budget is not None and budget.stopped_at is not None,
             train_metrics={k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
         )
         _write_run(out, record)
