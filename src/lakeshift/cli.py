@@ -20,7 +20,7 @@ COMMAND_MODULES = ("data", "scoring", "models", "experiments")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakeshift",
-        description="FrozenLake benchmark for out-of-distribution generalization of chain-of-thought reasoning.",
+        description="FrozenLake benchmark for out-of-distribution generalization of CoT reasoning.",
     )
     parser.add_argument("--version", action="version", version=f"lakeshift {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

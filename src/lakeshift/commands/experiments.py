@@ -13,8 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run a study config: generate, train, predict, score, report (cached, resumable)",
         description=(
-            "Run every stage of a study config (data, training runs, predictions, report). Stages are cached by "
-            "a hash of their inputs: rerunning redoes only what is missing or changed."
+            "Run every stage of a study config (data, training runs, predictions, report). "
+            "Stages are cached by a hash of their inputs: rerunning redoes only what is missing or changed."
         ),
     )
     p.add_argument("config", type=Path, help="study YAML (see configs/)")
@@ -28,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="the main job on a CPU: data, two small models trained from scratch, predictions, report",
         description=(
-            "Generate data, train two tiny models from scratch (grid input without CoT and with grid+desc CoT), "
-            "predict on the ID and both OOD splits, score and write a report. About 15 minutes on 2 CPU cores."
+            "Generate data, train two tiny models from scratch (grid input without CoT and with grid+desc "
+            "CoT), predict on the ID and both OOD splits, score and write a report. About 15 minutes on "
+            "2 CPU cores."
         ),
     )
     p.add_argument(
