@@ -188,3 +188,16 @@ def test_presets_follow_table_8():
     override = resolve_hparams(TrainOptions("d", "grid", "none", "micro", "o", lr=0.5), spec, cuda=False)
     assert override["preset"] == "scratch" and override["lr"] == 0.5
     assert not override["gradient_checkpointing"]
+
+
+def test_time_budget_stops_training_early_and_is_recorded(data, tmp_path):
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro"]
+    argv += ["--out", str(run), "--prompt", "map-only", "--epochs", "100000", "--batch-size", "1"]
+    argv += ["--max-minutes", "0.02"]  # ~1 s: far fewer steps than 100,000 epochs of 4 maps
+    assert main(argv) == 0
+    record = json.loads((run / "run.json").read_text())
+    assert record["stopped_by_time_budget"] is True
+    assert 0 < record["global_step"] < 400_000
+    assert record["hparams"]["max_minutes"] == 0.02
+    assert (run / "model" / "config.json").is_file()

@@ -280,8 +280,11 @@ def _rows(sft: SftSet) -> list[dict[str, Any]]:
     return [{"messages": r["messages"]} for r in sft.records]
 
 
-def _progress_callback(metrics_path: Path, is_main: bool) -> Any:
-    """A tqdm bar showing loss and real tokens/s, and a ``metrics.jsonl`` line per log event."""
+def _progress_callback(metrics_path: Path, is_main: bool, budget_minutes: float | None = None) -> Any:
+    """A tqdm bar showing loss and real tokens/s, and a ``metrics.jsonl`` line per log event.
+
+    With a time budget the run ends before its planned steps, so the bar counts seconds of the budget
+    instead of steps (its ETA is then the budget's end)."""
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
 
@@ -291,12 +294,22 @@ def _progress_callback(metrics_path: Path, is_main: bool) -> Any:
             self.last: tuple[float, float] | None = None  # (time, num_tokens) at the previous log
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if is_main:
+            self.start = time.time()
+            if not is_main:
+                return
+            if budget_minutes:
+                fmt = "{l_bar}{bar}| {elapsed}<{remaining} of the time budget{postfix}"
+                self.bar = tqdm(total=round(budget_minutes * 60), desc="train", bar_format=fmt)
+            else:
                 self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", unit="step")
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if self.bar is not None:
-                self.bar.update(state.global_step - self.bar.n)
+            if self.bar is None:
+                return
+            done = (
+                min(self.bar.total, round(time.time() - self.start)) if budget_minutes else state.global_step
+            )
+            self.bar.update(done - self.bar.n)
 
         def on_log(
             self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
@@ -458,7 +471,7 @@ def train(opts: TrainOptions) -> Path:
     trainer.remove_callback(PrinterCallback)
     # Our bar is the one to watch; transformers' per-checkpoint "Writing model shards" bars would bury it.
     hf_logging.disable_progress_bar()
-    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main))
+    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, hp["max_minutes"]))
     budget = _time_budget_callback(hp["max_minutes"]) if hp["max_minutes"] else None
     if budget is not None:
         trainer.add_callback(budget)
