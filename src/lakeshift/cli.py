@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from lakeshift import __version__
+from lakeshift._version import __version__
 from lakeshift.errors import LakeshiftError
 
 COMMAND_MODULES = ("data", "scoring", "models", "experiments")

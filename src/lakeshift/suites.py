@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakeshift import __version__, records
+from lakeshift import records
+from lakeshift._version import __version__
 from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
