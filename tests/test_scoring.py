@@ -22,6 +22,7 @@ from lakeshift.scoring import (
     score_predictions,
     scoring_map,
 )
+from lakeshift.suites import record_from_map
 
 # --------------------------------------------------------------------------------------------------------
 # Fixtures shared with the other scoring test files (imported from here)
@@ -29,20 +30,8 @@ from lakeshift.scoring import (
 
 
 def map_record(m: FrozenLakeMap, mid: str, split: str) -> dict:
-    """A ``maps.jsonl`` record as helper DATA writes it."""
-    return {
-        "id": mid,
-        "split": split,
-        "size": m.size,
-        "rows": m.rows,
-        "start": list(m.start),
-        "goal": list(m.goal),
-        "holes": m.n_holes,
-        "d_inf": m.d_inf,
-        "optimal_length": m.optimal_length,
-        "optimal_path": m.optimal_path(),
-        "n_optimal_paths": m.n_optimal_paths,
-    }
+    """A ``maps.jsonl`` record as ``lakeshift generate`` writes it."""
+    return record_from_map(m, mid, split)
 
 
 def make_maps(

@@ -359,7 +359,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
             marker = stage_dir / f"predict-{mname}-{split}.json"
             stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
             predict_stages.append(stage)
-    stages += predict_stages
+            stages.append(stage)  # right after its model: an interrupted study has whole models done
 
     # ----- report ----------------------------------------------------------------------------------------
     report_key = _hash({"predictions": [s.key for s in predict_stages], **report_cfg})

@@ -371,7 +371,8 @@ def _sft_config(out: Path, hp: dict[str, Any], n_records: int, cuda: bool) -> An
         per_device_train_batch_size=hp["batch_size"],
         gradient_accumulation_steps=hp["grad_accum"],
         learning_rate=hp["lr"],
-        warmup_steps=hp["warmup_steps"] or int(hp["warmup_ratio"] * total),
+        # Under a time budget the planned total is not what will run: warm up over a fixed 50 steps.
+        warmup_steps=hp["warmup_steps"] or (50 if hp["max_minutes"] else int(hp["warmup_ratio"] * total)),
         weight_decay=hp["weight_decay"],
         optim="adamw_torch_fused" if cuda else "adamw_torch",
         # A time budget ends the run at an unknown step, so a schedule that decays over the planned steps
