@@ -148,6 +148,40 @@ def check_state(size: int, holes: set[Cell], player: Cell | None, goal: Cell | N
     return BoardState(size, frozenset(holes), player, None if goal == player else goal)
 
 
+def state_from_symbols(rows: list[list[str]], symbols: Mapping[str, str], what: str) -> BoardState:
+    """Builds a state from a square grid of cell symbols (shared by the grid and table parsers).
+
+    Args:
+        rows: One list of cell symbols per map row, row labels already removed.
+        symbols: The format's symbol of each kind (``"player"``, ``"goal"``, ``"hole"``, ``"empty"``).
+        what: The format's name, for messages.
+
+    Raises:
+        FormatError: ragged or non-square rows, unknown symbols, not exactly one player, two goals.
+    """
+    kinds = {sym: kind for kind, sym in symbols.items()}
+    size = len(rows)
+    holes: set[Cell] = set()
+    found: dict[str, list[Cell]] = {"player": [], "goal": []}
+    for r, row in enumerate(rows):
+        if len(row) != size:
+            raise FormatError(f"{what}: row {r + 1} has {len(row)} cells, expected {size} (square map)")
+        for c, sym in enumerate(row):
+            kind = kinds.get(sym)
+            if kind is None:
+                raise FormatError(f"{what}: unknown symbol {sym!r} at row {r + 1}, column {c + 1}")
+            if kind == "hole":
+                holes.add((r, c))
+            elif kind in found:
+                found[kind].append((r, c))
+    players, goals = found["player"], found["goal"]
+    if len(players) != 1:
+        raise FormatError(f"{what}: expected one player {symbols['player']!r}, found {len(players)}")
+    if len(goals) > 1:
+        raise FormatError(f"{what}: expected at most one goal {symbols['goal']!r}, found {len(goals)}")
+    return check_state(size, holes, players[0], goals[0] if goals else None, what)
+
+
 _MODULES: dict[str, ModuleType] = {}
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from lakeshift.env import Cell
-from lakeshift.formats import BoardState, FormatError, _base_rows, check_state
+from lakeshift.formats import BoardState, FormatError, _base_rows, state_from_symbols
 
 HEADER = "Grid:"
 SEP = "  "
 SYMBOLS: dict[str, str] = {"player": "P", "goal": "G", "hole": "X", "empty": "."}
-_KINDS: dict[str, str] = {v: k for k, v in SYMBOLS.items()}
 _PLAYER, _GOAL, _HOLE, _EMPTY = (SYMBOLS[k] for k in ("player", "goal", "hole", "empty"))
 
 
@@ -55,24 +54,4 @@ def parse(text: str) -> BoardState:
     size = len(rows)
     if size < 2:
         raise FormatError(f"grid: expected at least 2 rows, got {size}")
-    holes: set[Cell] = set()
-    players: list[Cell] = []
-    goals: list[Cell] = []
-    for r, row in enumerate(rows):
-        if len(row) != size:
-            raise FormatError(f"grid: row {r + 1} has {len(row)} cells, expected {size} (square map)")
-        for c, sym in enumerate(row):
-            kind = _KINDS.get(sym)
-            if kind is None:
-                raise FormatError(f"grid: unknown symbol {sym!r} at row {r + 1}, column {c + 1}")
-            if kind == "hole":
-                holes.add((r, c))
-            elif kind == "player":
-                players.append((r, c))
-            elif kind == "goal":
-                goals.append((r, c))
-    if len(players) != 1:
-        raise FormatError(f"grid: expected one player 'P', found {len(players)}")
-    if len(goals) > 1:
-        raise FormatError(f"grid: expected at most one goal 'G', found {len(goals)}")
-    return check_state(size, holes, players[0], goals[0] if goals else None, "grid")
+    return state_from_symbols(rows, SYMBOLS, "grid")

@@ -24,10 +24,9 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from lakeshift.env import Cell
-from lakeshift.formats import BoardState, FormatError, _base_rows, check_state
+from lakeshift.formats import BoardState, FormatError, _base_rows, state_from_symbols
 
 SYMBOLS: dict[str, str] = {"player": "@", "goal": "*", "hole": "#", "empty": "_"}
-_KINDS: dict[str, str] = {v: k for k, v in SYMBOLS.items()}
 _PLAYER, _GOAL, _HOLE, _EMPTY = (SYMBOLS[k] for k in ("player", "goal", "hole", "empty"))
 
 
@@ -100,29 +99,12 @@ def parse(text: str) -> BoardState:
         raise FormatError(f"table: bad header line {lines[0]!r}")
     if len(rows) != size + 1:
         raise FormatError(f"table: header has {size} columns but there are {len(rows) - 1} rows")
-    holes: set[Cell] = set()
-    players: list[Cell] = []
-    goals: list[Cell] = []
     for r, row in enumerate(rows[1:]):
         if len(row) != size + 1:
             raise FormatError(f"table: row {r + 1} has {len(row) - 1} cells, expected {size}")
         if row[0] != f"Row {r + 1}":
             raise FormatError(f"table: row {r + 1} is labelled {row[0]!r}")
-        for c, sym in enumerate(row[1:]):
-            kind = _KINDS.get(sym)
-            if kind is None:
-                raise FormatError(f"table: unknown symbol {sym!r} at row {r + 1}, column {c + 1}")
-            if kind == "hole":
-                holes.add((r, c))
-            elif kind == "player":
-                players.append((r, c))
-            elif kind == "goal":
-                goals.append((r, c))
-    if len(players) != 1:
-        raise FormatError(f"table: expected one player '@', found {len(players)}")
-    if len(goals) > 1:
-        raise FormatError(f"table: expected at most one goal '*', found {len(goals)}")
-    return check_state(size, holes, players[0], goals[0] if goals else None, "table")
+    return state_from_symbols([row[1:] for row in rows[1:]], SYMBOLS, "table")
 
 
 def _split(line: str, lineno: int) -> list[str]:
