@@ -115,6 +115,16 @@ def test_bad_configs_name_key_and_line(tmp_path: Path, snippet: str, message: st
     assert not (tmp_path / "runs").exists()
 
 
+def test_model_format_the_data_does_not_write(tmp_path: Path, capsys) -> None:
+    path = write(
+        tmp_path, "name: x\ndata: {suite: tiny, cots: [none]}\nmodels:\n  - {input: grid, cot: desc}\n"
+    )
+    assert main(["run", str(path), "--dry-run"]) == 2
+    assert (
+        f"{path}:4: models[0].cot: 'desc' is not among the formats the data writes" in capsys.readouterr().err
+    )
+
+
 def test_unknown_top_level_key_and_bad_yaml(tmp_path: Path, capsys) -> None:
     path = write(tmp_path, "name: x\ndata: {suite: tiny}\nmodels: [{input: grid, cot: none}]\nmodles: []\n")
     assert main(["run", str(path), "--dry-run"]) == 2

@@ -158,10 +158,10 @@ def _number(cfg: SourcedConfig, value: Any, path: str) -> float:
         raise cfg.error(path, f"expected a number, got {value!r}") from None
 
 
-def _options_to_argv(options: Mapping[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+def _options_to_argv(options: Mapping[str, Any]) -> list[str]:
     argv: list[str] = []
     for key, value in options.items():
-        if key in skip or value is None or value is False:
+        if value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")
         argv += [flag] if value is True else [flag, str(value)]
@@ -275,6 +275,13 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
             )
         if entry["input"] == "image" and not images:
             raise cfg.error(f"{where}.input", "image input needs images: set data.images: true")
+        for key, field_name in (("inputs", "input"), ("cots", "cot")):
+            if dcfg.get(key) and entry[field_name] not in dcfg[key]:
+                raise cfg.error(
+                    f"{where}.{field_name}",
+                    f"{entry[field_name]!r} is not among the formats the data writes "
+                    f"(data.{key}: {dcfg[key]})",
+                )
         zero_shot = bool(entry.get("zero_shot", False))
         mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + (
             "__zero-shot" if zero_shot else ""

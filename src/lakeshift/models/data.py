@@ -226,7 +226,7 @@ def split_hash(split_dir: Path) -> str | None:
     return str(value) if value is not None else None
 
 
-def prompt_messages(record: dict[str, Any]) -> list[dict[str, Any]]:
+def prompt_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The system and user turns of an SFT record (what a model sees at prediction time)."""
     return [m for m in record["messages"] if m["role"] != "assistant"]
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import dumps
-from lakeshift.models.data import SftSet, load_sft, prompt_messages, reference_completion
+from lakeshift.models.data import SftSet, load_sft, prompt_turns, reference_completion
 
 BACKENDS = ("hf", "vllm", "openai")
 # Fields that must agree between the rows already in an output file and a resumed run.
@@ -100,7 +100,7 @@ class Backend(Protocol):
 def items_from(sft: SftSet) -> list[PromptItem]:
     """The prompts (system + user turns) of an SFT set, with absolute image paths."""
     return [
-        PromptItem(r["id"], prompt_messages(r), [sft.split_dir / p for p in r.get("images", [])])
+        PromptItem(r["id"], prompt_turns(r), [sft.split_dir / p for p in r.get("images", [])])
         for r in sft.records
     ]
 
