@@ -24,6 +24,24 @@ def _maps() -> list[dict]:
     return recs
 
 
+def _score(tmp_path: Path) -> list[dict]:
+    """``lakeshift score`` of ``preds.jsonl`` against ``maps.jsonl`` in ``tmp_path``: the scored records."""
+    out = tmp_path / "scored.jsonl"
+    rc = main(
+        [
+            "score",
+            "--maps",
+            str(tmp_path / "maps.jsonl"),
+            "--predictions",
+            str(tmp_path / "preds.jsonl"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
 def test_select_maps_per_size_sizes_limit() -> None:
     maps = _maps()
     ids = lambda sel: [m["id"] for m in sel]  # noqa: E731
@@ -40,35 +58,13 @@ def test_score_counts_missing_only_inside_the_selection(tmp_path: Path) -> None:
     answer = "\\boxed{" + ", ".join(by_id["m3-0"]["optimal_path"]) + "}"
     # Made with --per-size 1 (m3-0 and m4-0), but m4-0's prediction was lost.
     write_jsonl(tmp_path / "preds.jsonl", [{"id": "m3-0", "output": answer, "selection": {"per_size": 1}}])
-    rc = main(
-        [
-            "score",
-            "--maps",
-            str(tmp_path / "maps.jsonl"),
-            "--predictions",
-            str(tmp_path / "preds.jsonl"),
-            "--out",
-            str(tmp_path / "scored.jsonl"),
-        ]
-    )
-    assert rc == 0
-    scored = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    scored = _score(tmp_path)
     assert {r["id"]: r["verdict"] for r in scored} == {"m3-0": "success", "m4-0": "missing"}
 
     # Without a selection every map of the split counts.
     write_jsonl(tmp_path / "preds.jsonl", [{"id": "m3-0", "output": answer}])
-    main(
-        [
-            "score",
-            "--maps",
-            str(tmp_path / "maps.jsonl"),
-            "--predictions",
-            str(tmp_path / "preds.jsonl"),
-            "--out",
-            str(tmp_path / "scored.jsonl"),
-        ]
-    )
-    assert len((tmp_path / "scored.jsonl").read_text().splitlines()) == len(maps)
+    scored = _score(tmp_path)
+    assert len(scored) == len(maps)
 
 
 def test_rows_from_an_extended_run_widen_the_selection(tmp_path: Path) -> None:
@@ -79,15 +75,5 @@ def test_rows_from_an_extended_run_widen_the_selection(tmp_path: Path) -> None:
         {"id": "m3-1", "output": "\\boxed{}"},  # a later run over the whole split
     ]
     write_jsonl(tmp_path / "preds.jsonl", rows)
-    main(
-        [
-            "score",
-            "--maps",
-            str(tmp_path / "maps.jsonl"),
-            "--predictions",
-            str(tmp_path / "preds.jsonl"),
-            "--out",
-            str(tmp_path / "scored.jsonl"),
-        ]
-    )
-    assert len((tmp_path / "scored.jsonl").read_text().splitlines()) == len(maps)
+    scored = _score(tmp_path)
+    assert len(scored) == len(maps)

@@ -41,6 +41,7 @@ import json
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,10 +126,8 @@ class Study:
     stages: list[Stage]
 
     def summary(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for s in self.stages:
-            counts[s.kind] = counts.get(s.kind, 0) + 1
-        return counts
+        """Number of stages of each kind."""
+        return dict(Counter(s.kind for s in self.stages))
 
 
 def _hash(obj: Any) -> str:
