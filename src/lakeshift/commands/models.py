@@ -80,7 +80,8 @@ def _register_train(subparsers: Any) -> None:
         "--max-minutes",
         type=float,
         help="training time budget: stop (and save) after this many minutes, whatever the epoch; "
-        "the learning rate is then constant after warmup (equal budgets for formats of different lengths)",
+        "after warmup the learning rate decays linearly to zero with the clock (equal budgets for formats "
+        "of different lengths, each fully annealed)",
     )
     p.add_argument("--batch-size", type=int, help="per-device batch size")
     p.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
