@@ -480,6 +480,7 @@ def train(opts: TrainOptions) -> Path:
     from datasets import Dataset
     from transformers import PrinterCallback
     from transformers.utils import logging as hf_logging
+
     budget = _TimeBudget(hp["max_minutes"]) if hp["max_minutes"] else None
     trainer = _trainer_class(budget)(
         model=model,
