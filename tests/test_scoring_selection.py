@@ -77,3 +77,22 @@ def test_rows_from_an_extended_run_widen_the_selection(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "preds.jsonl", rows)
     scored = _score(tmp_path)
     assert len(scored) == len(maps)
+
+
+def test_report_baselines_answer_the_maps_the_models_were_asked(tmp_path: Path) -> None:
+    from lakeshift.report import RunInput, build_report
+
+    maps = _maps()
+    split = tmp_path / "toy"
+    split.mkdir()
+    write_jsonl(split / "maps.jsonl", maps)
+    asked = [m["id"] for m in select_maps(maps, per_size=1)]
+    write_jsonl(
+        tmp_path / "model.jsonl",
+        [{"id": i, "output": "\\boxed{}", "selection": {"per_size": 1}} for i in asked],
+    )
+    run = RunInput(tmp_path / "model.jsonl", split / "maps.jsonl", {"model": "m"}, "m")
+    build_report([run], tmp_path / "out", progress=False, images=False)
+    for policy in ("oracle", "greedy", "random"):
+        scored = (tmp_path / "out" / "scored" / f"baseline-{policy}__toy.jsonl").read_text().splitlines()
+        assert sorted(json.loads(line)["id"] for line in scored) == sorted(asked)

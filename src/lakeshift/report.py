@@ -1,7 +1,8 @@
 """Reports: the paper's tables (Markdown, CSV, LaTeX), plots (PNG + SVG) and a self-contained ``report.html``.
 
 :func:`build_report` scores every run (a predictions file with its maps file), adds the reference policies
-of :mod:`lakeshift.baselines` for every maps file seen, and writes into ``out_dir``:
+of :mod:`lakeshift.baselines` for every maps file seen (on the maps the models of that file were asked,
+e.g. the ``--per-size`` subset, so that baseline and model rows share their n), and writes into ``out_dir``:
 
 * ``table1.*`` (accuracy, rows input x CoT x model; ID 3-6, OOD ``ood-size`` 7-10, OOD ``ood-dist`` 7-10,
   each with ``Avg`` = mean over sizes as in the paper and ``Pooled`` = all maps of the group),
@@ -600,7 +601,8 @@ def build_report(
         compat: Extraction mode for every run.
         strict: Bad prediction records are errors instead of warnings.
         train_maps: A training split's ``maps.jsonl`` for the Figure 4 histogram.
-        baselines: Reference policies added as rows for every maps file.
+        baselines: Reference policies added as rows for every maps file, answering the union of the maps
+            that file's model runs were asked (their ``selection``).
         check_trace: Run the CoT faithfulness check.
         n_examples: Examples embedded in ``report.html`` (stratified by run, split, size and verdict).
         images: Embed map PNGs (``<split>/images/<id>.png`` next to the maps file) when present.
@@ -613,7 +615,7 @@ def build_report(
 
     from lakeshift import baselines as bl
     from lakeshift import report_html
-    from lakeshift.scoring import Prediction, PredictionsFile
+    from lakeshift.scoring import Prediction, PredictionsFile, selected_maps
 
     if not runs:
         raise LakeshiftError("no predictions files to report on")
@@ -625,34 +627,34 @@ def build_report(
         if mp not in maps_cache:
             maps_cache[mp] = load_scoring_maps(mp)
 
-    jobs: list[tuple[str, Path, PredictionsFile | None, dict[str, Any]]] = []
+    # Model runs are read first: the reference policies answer the same maps the models were asked.
+    jobs: list[tuple[str, Path, Mapping[str, ScoringMap], PredictionsFile, dict[str, Any]]] = []
+    warnings: list[str] = []
+    asked: dict[Path, dict[str, ScoringMap]] = {}
     for run in runs:
-        jobs.append((run.name or run.path.stem, run.maps_path.resolve(), None, run))  # type: ignore[arg-type]
+        mp = run.maps_path.resolve()
+        pf = read_predictions(run.path, maps_cache[mp], strict=strict)
+        warnings += pf.warnings
+        jobs.append((run.name or run.path.stem, mp, maps_cache[mp], pf, run.defaults))
+        asked.setdefault(mp, {}).update(selected_maps(maps_cache[mp], pf))
     for mp, maps in maps_cache.items():
+        subset = asked.get(mp) or maps
         for policy in baselines:
             preds = {
                 r["id"]: Prediction(
                     r["id"], r["output"], {k: v for k, v in r.items() if k not in ("id", "output")}, 0
                 )
-                for r in bl.baseline_predictions(maps.values(), policy)
+                for r in bl.baseline_predictions(subset.values(), policy)
             }
             split = next(iter(maps.values())).split or mp.parent.name
-            jobs.append((f"baseline-{policy}__{split}", mp, PredictionsFile(mp, preds, []), {}))
+            jobs.append((f"baseline-{policy}__{split}", mp, subset, PredictionsFile(mp, preds, []), {}))
 
     records: list[dict[str, Any]] = []
-    warnings: list[str] = []
     files: list[Path] = []
     sampler = report_html.ExampleSampler(n_examples, n_strata_hint=len(jobs))
     used_names: set[str] = set()
     bar = tqdm(jobs, desc="scoring", unit="file", disable=not progress, file=None)
-    for name, mp, pf, run in bar:
-        maps = maps_cache[mp]
-        if pf is None:
-            pf = read_predictions(run.path, maps, strict=strict)
-            defaults = run.defaults
-            warnings += pf.warnings
-        else:
-            defaults = {}
+    for name, mp, maps, pf, defaults in bar:
         scored = list(score_predictions(maps, pf, compat=compat, check_trace=check_trace, defaults=defaults))
         n_missing = sum(1 for r in scored if r["verdict"] == "missing")
         if n_missing and not name.startswith("baseline-"):

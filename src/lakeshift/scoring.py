@@ -680,7 +680,7 @@ def score_predictions(
     defaults = dict(defaults or {})
     missing = Extraction((), "missing", "no prediction for this map")
     no_output = Extraction((), "no_answer", "no output in the predictions record")
-    for mid, sm in _selected(maps, preds).items():
+    for mid, sm in selected_maps(maps, preds).items():
         pred = preds.predictions.get(mid)
         rec: dict[str, Any] = {"id": mid}
         if pred is None:
@@ -713,7 +713,7 @@ def score_predictions(
         yield rec
 
 
-def _selected(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:
+def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:
     """The maps a predictions file is meant to answer: the union of the subsets named by its records'
     ``selection`` fields (``lakeshift predict --per-size/--sizes/--limit``, see
     :func:`lakeshift.suites.select_maps`), or every map as soon as one record has no selection."""
