@@ -174,6 +174,21 @@ def test_all_outputs_written(report: tuple[Path, Path, Path]) -> None:
     assert {"id", "success", "verdict", "moves"} <= set(rec)
 
 
+def test_verdict_table_partial_credit_equals_the_scored_records(report: tuple[Path, Path, Path]) -> None:
+    _, _, out = report
+    rows = {(r["Model"], r["Split"]): r for r in _csv(out / "verdicts.csv")}
+    for path in (out / "scored").glob("grid__*.jsonl"):
+        scored = [json.loads(line) for line in path.read_text().splitlines()]
+        row = rows[(scored[0]["model"], scored[0]["split"])]
+        n = len(scored)
+        assert float(row["first move"]) == pytest.approx(
+            sum(r["first_move_optimal"] for r in scored) / n, abs=1e-4
+        )
+        assert float(row["progress"]) == pytest.approx(sum(r["progress"] for r in scored) / n, abs=1e-4)
+    oracle = rows[("baseline-oracle", "id-test")]
+    assert float(oracle["first move"]) == 1.0 and float(oracle["progress"]) == 1.0
+
+
 def test_no_runs_is_an_error(tmp_path: Path) -> None:
     from lakeshift.errors import LakeshiftError
 

@@ -366,3 +366,12 @@ def test_fast_path_agrees_with_the_full_check(cot: str) -> None:
         for answer in (path, path[:-1], None):
             full = check_steps(sm.map, traces.parse_steps(text, cot, sm.map), cot, answer)
             assert faithfulness(sm.map, text, cot, answer) == full
+
+
+def test_first_move_optimal_is_partial_credit_for_a_failing_plan() -> None:
+    # FIG3: from S at (2,1) UP and RIGHT are holes and DOWN is off the edge: only LEFT starts a shortest path.
+    expected = {"L": True, "U": False, "R": False, "D": False}
+    for letter, ok in expected.items():
+        r = score_output(FIG3_SM, f"\\boxed{{{letter}, U}}")
+        assert r["first_move_optimal"] is ok and not r["success"]
+    assert score_output(FIG3_SM, "\\boxed{}")["first_move_optimal"] is False

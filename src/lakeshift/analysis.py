@@ -56,6 +56,10 @@ class Cell:
         lengths: Output lengths of scored outputs (``missing`` excluded).
         correct_lengths: Output lengths of successful outputs.
         tokens: Every length is a token count (else characters).
+        faithful: CoT traces found faithful (of ``traced``).
+        traced: Records with a CoT faithfulness check.
+        first_move_ok: Plans whose first move lies on a shortest path (partial credit).
+        progress: Sum of the records' ``progress`` (share of the start-goal distance covered).
     """
 
     n: int = 0
@@ -66,6 +70,8 @@ class Cell:
     tokens: bool = True
     faithful: int = 0
     traced: int = 0
+    first_move_ok: int = 0
+    progress: float = 0.0
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n += 1
@@ -82,6 +88,8 @@ class Cell:
                 self.lengths.append(float(length))
                 if ok:
                     self.correct_lengths.append(float(length))
+        self.first_move_ok += bool(rec.get("first_move_optimal"))
+        self.progress += float(rec.get("progress") or 0.0)
         if rec.get("trace_faithful") is not None:
             self.traced += 1
             self.faithful += bool(rec["trace_faithful"])
@@ -115,6 +123,8 @@ class Cell:
             "mean_correct_length": _r(self.mean_correct_length, 1),
             "length_unit": "tokens" if self.tokens else "chars",
             "faithful_rate": _r(self.faithful / self.traced) if self.traced else None,
+            "first_move_rate": _r(self.first_move_ok / self.n) if self.n else None,
+            "mean_progress": _r(self.progress / self.n) if self.n else None,
         }
         for v in VERDICTS:
             out[v] = self.verdicts.get(v, 0)

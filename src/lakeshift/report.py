@@ -8,7 +8,7 @@ e.g. the ``--per-size`` subset, so that baseline and model rows share their n), 
   each with ``Avg`` = mean over sizes as in the paper and ``Pooled`` = all maps of the group),
   ``table3.*`` (``embed10-test`` by ``d_inf`` 2-5 / 6-9), ``table5.*`` (mean length of correct outputs per
   group, mean over sizes), ``table10.*`` (the same per size), ``table5_all.*`` (all outputs), ``verdicts.*``
-  (verdict shares per run and split) and ``faithfulness.*`` (CoT traces);
+  (verdict shares and partial credit per run and split) and ``faithfulness.*`` (CoT traces);
 * long-form CSVs with counts and 95% Wilson intervals: ``by_size.csv``, ``by_dinf.csv``, ``by_length.csv``;
 * plots ``fig_accuracy_vs_length``, ``fig_accuracy_vs_dinf``, ``fig_accuracy_vs_size``, ``fig_verdicts``
   (``.png`` and ``.svg``);
@@ -314,7 +314,9 @@ def table3(by_split_dinf: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table
 
 
 def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table:
-    """Share of each verdict per run and split (reads a drop in accuracy as holes vs stops vs no answer)."""
+    """Share of each verdict per run and split (reads a drop in accuracy as holes vs stops vs no answer),
+    with partial credit that reads models too weak to succeed: the share of maps whose plan starts on a
+    shortest path, and the mean share of the start-goal distance covered."""
     rows = []
     splits = sorted({k[1] for k in by_split}, key=_split_order)
     for run in runs:
@@ -323,13 +325,15 @@ def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Tab
             if cell is None:
                 continue
             shares = [cell.verdicts.get(v, 0) / cell.n if cell.n else None for v in VERDICTS]
-            rows.append(([*run_labels(run), str(split)], [float(cell.n), *shares]))
+            partial = [cell.first_move_ok / cell.n, cell.progress / cell.n] if cell.n else [None, None]
+            rows.append(([*run_labels(run), str(split)], [float(cell.n), *shares, *partial]))
     return Table(
         "verdicts",
-        "Verdict breakdown (share of maps) per run and split.",
+        "Verdict breakdown (share of maps) per run and split; partial credit: share of maps whose plan "
+        "starts on a shortest path, mean share of the start-goal distance covered.",
         [*LABELS, "Split"],
-        [("", 1), ("Verdict share", len(VERDICTS))],
-        ["n", *VERDICTS],
+        [("", 1), ("Verdict share", len(VERDICTS)), ("Partial credit", 2)],
+        ["n", *VERDICTS, "first move", "progress"],
         rows,
         2,
         int_columns=("n",),

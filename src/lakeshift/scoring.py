@@ -297,6 +297,7 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
         "moves": list(moves),
         "n_moves": n_moves,
         "optimal": False,
+        "first_move_optimal": False,
         "off_edge_moves": 0,
         "progress": 0.0,
         "fell_at": None,
@@ -308,6 +309,10 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
     if ex.status != "ok" and not (vsp and moves):
         out["verdict"] = ex.status
         return out
+    if moves and m.start in sm.distances:
+        # Partial credit that reads a failing model: does its plan at least start on a shortest path?
+        after = m.step(m.start, moves[0])
+        out["first_move_optimal"] = sm.distances.get(after, -1) == sm.distances[m.start] - 1
     # vsp: gymnasium stops the episode at the goal or a hole, so only the moves up to it are executed.
     rollout = m.simulate(_until_terminal(m, moves) if vsp else moves)
     out["final"] = list(rollout.final)
