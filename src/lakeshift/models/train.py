@@ -375,7 +375,8 @@ class _TimeBudget:
 
         The step at which a time budget ends is unknown in advance, so a schedule over planned steps would
         stop part-way down its slope; decaying with the clock anneals every run fully, whatever its speed
-        (measured on grid/none: a constant rate left the loss oscillating at ~0.2 for 13 minutes)."""
+        (measured: grid/none, tiny model, 20,000 maps, 15 minutes: 10/40 ID maps solved annealed, 0/40 with
+        a constant rate; see RESULTS.md)."""
         warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
         return warm * max(0.0, 1.0 - self.fraction())
 
