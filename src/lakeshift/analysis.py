@@ -103,6 +103,14 @@ class Cell:
         return wilson(self.k, self.n)
 
     @property
+    def first_move_rate(self) -> float | None:
+        return self.first_move_ok / self.n if self.n else None
+
+    @property
+    def mean_progress(self) -> float | None:
+        return self.progress / self.n if self.n else None
+
+    @property
     def mean_length(self) -> float | None:
         return sum(self.lengths) / len(self.lengths) if self.lengths else None
 
@@ -123,8 +131,8 @@ class Cell:
             "mean_correct_length": _r(self.mean_correct_length, 1),
             "length_unit": "tokens" if self.tokens else "chars",
             "faithful_rate": _r(self.faithful / self.traced) if self.traced else None,
-            "first_move_rate": _r(self.first_move_ok / self.n) if self.n else None,
-            "mean_progress": _r(self.progress / self.n) if self.n else None,
+            "first_move_rate": _r(self.first_move_rate),
+            "mean_progress": _r(self.mean_progress),
         }
         for v in VERDICTS:
             out[v] = self.verdicts.get(v, 0)

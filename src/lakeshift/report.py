@@ -325,7 +325,7 @@ def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Tab
             if cell is None:
                 continue
             shares = [cell.verdicts.get(v, 0) / cell.n if cell.n else None for v in VERDICTS]
-            partial = [cell.first_move_ok / cell.n, cell.progress / cell.n] if cell.n else [None, None]
+            partial = [cell.first_move_rate, cell.mean_progress]
             rows.append(([*run_labels(run), str(split)], [float(cell.n), *shares, *partial]))
     return Table(
         "verdicts",

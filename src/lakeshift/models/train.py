@@ -280,11 +280,11 @@ def _rows(sft: SftSet) -> list[dict[str, Any]]:
     return [{"messages": r["messages"]} for r in sft.records]
 
 
-def _progress_callback(metrics_path: Path, is_main: bool, budget_minutes: float | None = None) -> Any:
+def _progress_callback(metrics_path: Path, is_main: bool, budget: _TimeBudget | None = None) -> Any:
     """A tqdm bar showing loss and real tokens/s, and a ``metrics.jsonl`` line per log event.
 
     With a time budget the run ends before its planned steps, so the bar counts seconds of the budget
-    instead of steps (its ETA is then the budget's end)."""
+    (read from the budget's own clock) instead of steps (its ETA is then the budget's end)."""
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
 
@@ -294,21 +294,18 @@ def _progress_callback(metrics_path: Path, is_main: bool, budget_minutes: float 
             self.last: tuple[float, float] | None = None  # (time, num_tokens) at the previous log
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.start = time.time()
             if not is_main:
                 return
-            if budget_minutes:
+            if budget is not None:
                 fmt = "{l_bar}{bar}| {elapsed}<{remaining} of the time budget{postfix}"
-                self.bar = tqdm(total=round(budget_minutes * 60), desc="train", bar_format=fmt)
+                self.bar = tqdm(total=round(budget.seconds), desc="train", bar_format=fmt)
             else:
                 self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", unit="step")
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             if self.bar is None:
                 return
-            done = (
-                min(self.bar.total, round(time.time() - self.start)) if budget_minutes else state.global_step
-            )
+            done = round(budget.fraction() * budget.seconds) if budget is not None else state.global_step
             self.bar.update(done - self.bar.n)
 
         def on_log(
@@ -493,7 +490,7 @@ def train(opts: TrainOptions) -> Path:
     trainer.remove_callback(PrinterCallback)
     # Our bar is the one to watch; transformers' per-checkpoint "Writing model shards" bars would bury it.
     hf_logging.disable_progress_bar()
-    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, hp["max_minutes"]))
+    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, budget))
     if budget is not None:
         trainer.add_callback(budget.callback())
     record["model"]["n_trainable_params"] = sum(
