@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lakeshift._version import __version__
 from lakeshift.errors import LakeshiftError
@@ -17,8 +18,16 @@ from lakeshift.errors import LakeshiftError
 COMMAND_MODULES = ("data", "scoring", "models", "experiments")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``lakeshift train: error: argument --lr: ...``), exit status 2, like
+    every other bad input; subparsers inherit the class. ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lakeshift",
         description="FrozenLake benchmark for out-of-distribution generalization of CoT reasoning.",
     )

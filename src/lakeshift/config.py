@@ -31,6 +31,61 @@ class SourcedConfig:
     def error(self, key_path: str, message: str) -> LakeshiftError:
         return LakeshiftError(f"{self.where(key_path)}: {key_path}: {message}")
 
+    def check_number(self, key_path: str, value: Any, rule: str) -> int | float:
+        """``value`` checked against a :data:`NUMBER_RULES` rule; returns it (numeric strings as floats).
+
+        Raises:
+            LakeshiftError: naming file, line and key (``count: true``, ``batch_size: 0``, ``lr: -1``).
+        """
+        problem = number_problem(value, rule)
+        if problem:
+            raise self.error(key_path, problem)
+        return float(value) if isinstance(value, str) else value
+
+
+#: What a numeric config value must be, by rule name (the YAML side of ``lakeshift.commands``' validators).
+NUMBER_RULES: dict[str, tuple[type, float, bool, float | None, bool]] = {
+    # rule: (type, low, low inclusive, high, high inclusive)
+    "positive_int": (int, 1, True, None, False),
+    "nonnegative_int": (int, 0, True, None, False),
+    "positive_float": (float, 0, False, None, False),
+    "nonnegative_float": (float, 0, True, None, False),
+    "probability": (float, 0, False, 1, True),
+}
+
+
+def number_problem(value: Any, rule: str) -> str | None:
+    """Why ``value`` breaks ``rule`` (one of :data:`NUMBER_RULES`), or ``None`` when it is fine.
+
+    Booleans are never numbers here (YAML's ``true`` is an int to Python). Float rules accept numeric
+    strings, because YAML 1.1 reads ``1e-3`` as a string."""
+    import math
+
+    kind, low, low_incl, high, high_incl = NUMBER_RULES[rule]
+    what = "an integer" if kind is int else "a number"
+    if isinstance(value, bool) or value is None:
+        return f"expected {what}, got {value!r}"
+    if kind is int:
+        if not isinstance(value, int):
+            return f"expected {what}, got {type(value).__name__} {value!r}"
+        number: float = value
+    else:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return f"expected {what}, got {type(value).__name__} {value!r}"
+        if not math.isfinite(number):
+            return f"expected a finite number, got {value!r}"
+    above = number > low or (low_incl and number == low)
+    below = high is None or number < high or (high_incl and number == high)
+    if not (above and below):
+        if high is None:
+            rng = f"{'>=' if low_incl else '>'} {low}"
+        else:
+            rng = f"in {'[' if low_incl else '('}{low}, {high}{']' if high_incl else ')'}"
+        return f"must be {what} {rng}, got {value!r}"
+    return None
+
 
 def load_yaml(path: str | Path) -> SourcedConfig:
     """Parses a YAML file, recording the 1-based line of every mapping key and list item.

@@ -82,6 +82,16 @@ MODEL_KEYS = {
     "train": dict, "predict": dict,
 }  # fmt: skip
 REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str}
+# The range every numeric key must be in (lakeshift.config.NUMBER_RULES), checked with the types above, so a
+# `batch_size: 0` or `max_steps: true` is an error naming its line before any stage runs.
+NUMBER_KEYS = {
+    "workers": "positive_int", "epochs": "positive_float", "max_steps": "positive_int",
+    "batch_size": "positive_int", "grad_accum": "positive_int", "lr": "positive_float",
+    "warmup_steps": "nonnegative_int", "weight_decay": "nonnegative_float", "limit": "positive_int",
+    "max_length": "positive_int", "max_minutes": "positive_float", "per_size": "positive_int",
+    "max_new_tokens": "positive_int", "temperature": "nonnegative_float", "concurrency": "positive_int",
+    "examples": "nonnegative_int",
+}  # fmt: skip
 
 
 @dataclass
@@ -147,6 +157,8 @@ def _check_keys(cfg: SourcedConfig, section: Mapping, allowed: Mapping[str, Any]
             raise cfg.error(path, f"expected {names}, got {type(value).__name__} {value!r}")
         if isinstance(value, bool) and expected in (int, (int, float)):
             raise cfg.error(path, f"expected a number, got {value!r}")
+        if value is not None and key in NUMBER_KEYS:
+            cfg.check_number(path, value, NUMBER_KEYS[key])
 
 
 def _number(cfg: SourcedConfig, value: Any, path: str) -> float:
@@ -378,7 +390,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         argv += ["--train-maps", train_maps]
     if report_cfg.get("baselines") is False:
         argv.append("--no-baselines")
-    if report_cfg.get("examples"):
+    if report_cfg.get("examples") is not None:  # 0 means no examples, not the default
         argv += ["--examples", str(report_cfg["examples"])]
     if not images:
         argv.append("--no-images")

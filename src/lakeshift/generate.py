@@ -170,11 +170,20 @@ def validate_group(g: Group, where: str = "group") -> None:
     Raises:
         LakeshiftError: naming the group and the constraint.
     """
-    if not isinstance(g.size, int) or g.size < 2:
+    # bool is an int subclass: `count: true` in a YAML suite must not mean one map.
+    if not isinstance(g.size, int) or isinstance(g.size, bool) or g.size < 2:
         raise LakeshiftError(f"{where}: size must be an integer >= 2, got {g.size!r}")
-    if not isinstance(g.count, int) or g.count < 0:
-        raise LakeshiftError(f"{where}: count must be an integer >= 0, got {g.count!r}")
-    if not isinstance(g.hole_prob, (int, float)) or not 0.0 <= g.hole_prob < 1.0:
+    if not isinstance(g.count, int) or isinstance(g.count, bool) or g.count < 1:
+        raise LakeshiftError(f"{where}: count must be an integer >= 1, got {g.count!r}")
+    for name in ("d_inf_min", "d_inf_max", "length_min", "length_max"):
+        value = getattr(g, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise LakeshiftError(f"{where}: {name} must be an integer, got {value!r}")
+    if (
+        not isinstance(g.hole_prob, (int, float))
+        or isinstance(g.hole_prob, bool)
+        or not 0.0 <= g.hole_prob < 1.0
+    ):
         raise LakeshiftError(f"{where}: hole probability must be in [0, 1), got {g.hole_prob!r}")
     n = g.size
     dmax = n - 1 if g.d_inf_max is None else g.d_inf_max
@@ -215,7 +224,11 @@ def validate_spec(spec: SplitSpec, known_splits: Collection[str] = ()) -> None:
             raise LakeshiftError(f"split {spec.name}: an embedded split takes no groups")
         if known_splits and spec.embed_source not in known_splits:
             raise LakeshiftError(f"split {spec.name}: unknown embed source split {spec.embed_source!r}")
-        if not 0.0 <= spec.embed_hole_prob < 1.0:
+        if not isinstance(spec.embed_size, int) or isinstance(spec.embed_size, bool) or spec.embed_size < 2:
+            raise LakeshiftError(
+                f"split {spec.name}: embed size must be an integer >= 2, got {spec.embed_size!r}"
+            )
+        if not isinstance(spec.embed_hole_prob, (int, float)) or not 0.0 <= spec.embed_hole_prob < 1.0:
             raise LakeshiftError(f"split {spec.name}: embed hole probability must be in [0, 1)")
     elif not spec.groups:
         raise LakeshiftError(f"split {spec.name}: no maps to generate (give groups or an embed source)")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lakeshift.commands import hole_probability, map_size, positive_int
 from lakeshift.errors import LakeshiftError
 
 SHOW_FORMATS = ("desc", "table", "grid", "image")
@@ -59,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=os.cpu_count() or 1,
         help="worker processes for generation, images and SFT files; the output is identical for any value "
         "(default: the number of CPUs)",
@@ -83,10 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("one custom split (instead of --suite)")
     g.add_argument("--split", default="custom", help="split name (default 'custom'); ids are <split>-00042")
-    g.add_argument("--sizes", nargs="+", type=int, metavar="N", help="map sizes, e.g. 7 8 9 10")
-    g.add_argument("--count", type=int, help="maps per size")
+    g.add_argument("--sizes", nargs="+", type=map_size, metavar="N", help="map sizes, e.g. 7 8 9 10")
+    g.add_argument("--count", type=positive_int, help="maps per size (>= 1)")
     g.add_argument(
-        "--hole-prob", type=float, default=0.1, help="probability that a cell is a hole (default 0.1)"
+        "--hole-prob",
+        type=hole_probability,
+        default=0.1,
+        help="probability that a cell is a hole (default 0.1)",
     )
     g.add_argument(
         "--d-inf", default="", metavar="MIN:MAX", help="d_inf range: '6:' (>= 6), ':5', '2:4', '7' (exactly)"

@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lakeshift.commands import (
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import PROMPTS  # light: no torch
 
@@ -74,26 +81,28 @@ def _register_train(subparsers: Any) -> None:
         "weight decay 0.01, AdamW, bf16; "
         "paper-code: the same with gradient accumulation 2, as the paper's code",
     )
-    p.add_argument("--epochs", type=float)
-    p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (overrides --epochs)")
+    p.add_argument("--epochs", type=positive_float, help="passes over the data (> 0)")
+    p.add_argument(
+        "--max-steps", type=positive_int, help="stop after this many optimizer steps (overrides --epochs)"
+    )
     p.add_argument(
         "--max-minutes",
-        type=float,
+        type=positive_float,
         help="training time budget: stop (and save) after this many minutes, whatever the epoch; "
         "after warmup the learning rate decays linearly to zero with the clock (equal budgets for formats "
         "of different lengths, each fully annealed)",
     )
-    p.add_argument("--batch-size", type=int, help="per-device batch size")
-    p.add_argument("--grad-accum", type=int, help="gradient accumulation steps")
-    p.add_argument("--lr", type=float, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--batch-size", type=positive_int, help="per-device batch size")
+    p.add_argument("--grad-accum", type=positive_int, help="gradient accumulation steps")
+    p.add_argument("--lr", type=positive_float, help="peak learning rate")
+    p.add_argument("--warmup-steps", type=nonnegative_int)
+    p.add_argument("--weight-decay", type=nonnegative_float)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit", type=int, help="train on the first N records only")
+    p.add_argument("--limit", type=positive_int, help="train on the first N records only")
     p.add_argument("--sizes", type=_sizes, help="train on maps of these sizes only, e.g. 3,4")
     p.add_argument("--lora", action="store_true", help="LoRA adapters (peft) instead of full fine-tuning")
-    p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--lora-alpha", type=int, default=32)
+    p.add_argument("--lora-r", type=positive_int, default=16)
+    p.add_argument("--lora-alpha", type=positive_int, default=32)
     p.add_argument(
         "--bf16",
         action=argparse.BooleanOptionalAction,
@@ -106,11 +115,13 @@ def _register_train(subparsers: Any) -> None:
         default=None,
         help="default: on for checkpoints on a GPU, off otherwise (2x slower for small models)",
     )
-    p.add_argument("--max-length", type=int, help="truncate conversations to N tokens (default: never)")
     p.add_argument(
-        "--save-steps", type=int, help="checkpoint every N steps (default: ~5 per run, last 2 kept)"
+        "--max-length", type=positive_int, help="truncate conversations to N tokens (default: never)"
     )
-    p.add_argument("--logging-steps", type=int)
+    p.add_argument(
+        "--save-steps", type=positive_int, help="checkpoint every N steps (default: ~5 per run, last 2 kept)"
+    )
+    p.add_argument("--logging-steps", type=positive_int)
     p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
     p.set_defaults(handler=_train)
 
@@ -154,31 +165,36 @@ def _register_predict(subparsers: Any) -> None:
     p.add_argument("--sizes", type=_sizes, help="maps of these sizes only, e.g. 7,8")
     p.add_argument(
         "--per-size",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="the first N maps of each map size (file order), so a quick evaluation covers every size",
     )
-    p.add_argument("--limit", type=int, help="the first N maps only (after --sizes and --per-size)")
+    p.add_argument("--limit", type=positive_int, help="the first N maps only (after --sizes and --per-size)")
     p.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=positive_int,
         help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT "
         "format + 16; "
         "openai: no limit sent",
     )
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--temperature", type=nonnegative_float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=probability, default=1.0, help="nucleus sampling, in (0, 1]")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (recorded; unused when greedy)")
-    p.add_argument("--batch-size", type=int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)")
+    p.add_argument(
+        "--batch-size", type=positive_int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)"
+    )
     p.add_argument("--base-url", default="https://api.openai.com/v1", help="openai: endpoint base URL")
     p.add_argument(
         "--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable with the key"
     )
-    p.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="openai: requests in flight")
     p.add_argument(
-        "--max-retries", type=int, default=6, help="openai: retries per request (429, 5xx, network)"
+        "--max-retries",
+        type=nonnegative_int,
+        default=6,
+        help="openai: retries per request (429, 5xx, network)",
     )
-    p.add_argument("--timeout", type=float, default=600.0, help="openai: seconds per request")
+    p.add_argument("--timeout", type=positive_float, default=600.0, help="openai: seconds per request")
     p.set_defaults(handler=_predict)
 
 

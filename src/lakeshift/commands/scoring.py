@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lakeshift.commands import nonnegative_int
 from lakeshift.errors import LakeshiftError
 
 COMPAT_CHOICES = ("frozen_ood", "vsp")
@@ -51,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--data", type=Path, help="suite folder with <split>/maps.jsonl")
     p.add_argument("--train-maps", type=Path, help="training maps.jsonl for the Figure 4 histogram")
-    p.add_argument("--examples", type=int, default=600, help="examples embedded in report.html (default 600)")
+    p.add_argument(
+        "--examples", type=nonnegative_int, default=600, help="examples embedded in report.html (default 600)"
+    )
     p.add_argument("--no-baselines", action="store_true", help="do not add the oracle/greedy/random rows")
     p.add_argument("--no-images", action="store_true", help="do not embed map images in report.html")
     _common(p)
