@@ -30,12 +30,18 @@ checkpoint, ``predict`` skipping finished ids); one whose settings changed is cl
 everything downstream of it (their keys include its key). So changing one model's settings retrains and
 re-predicts that model only, then rewrites the report.
 
+The key also holds the code that produces the stage: lakeshift's version and a hash of its source (every
+``lakeshift/**/*.py``, see :func:`code_identity`). Results made by other code are never served from the
+cache: after an upgrade or an edit of the package every stage is redone (the run says so), and a marker
+records the code it was made with.
+
 Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs),
 ``WORKDIR/predictions/<name>/<split>.jsonl``, ``WORKDIR/report/`` (tables, plots, report.html).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -47,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from lakeshift._version import __version__
 from lakeshift.config import SourcedConfig, load_yaml
 from lakeshift.errors import LakeshiftError
 
@@ -115,11 +122,19 @@ class Stage:
     def done(self) -> bool:
         return self.recorded_key() == self.key
 
+    def recorded_code(self) -> str | None:
+        """The :func:`code_identity` the stage was last completed with (``None``: unknown or never)."""
+        try:
+            return json.loads(self.marker.read_text()).get("code")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return None
+
     def mark_done(self, seconds: float) -> None:
         info = {
             "kind": self.kind,
             "name": self.name,
             "key": self.key,
+            "code": code_identity(),
             "argv": self.argv,
             "seconds": round(seconds, 1),
         }
@@ -140,8 +155,22 @@ class Study:
         return dict(Counter(s.kind for s in self.stages))
 
 
+@functools.lru_cache(maxsize=1)
+def code_identity() -> str:
+    """``<version>+<hash>``: lakeshift's version and a sha256 of its source (the path and bytes of every
+    ``.py`` file of the package, in sorted order), computed once per process (~5 ms)."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return f"{__version__}+{digest.hexdigest()[:12]}"
+
+
 def _hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    """A stage key: its settings and the code that runs them (a code change invalidates every stage)."""
+    keyed = {"code": code_identity(), "stage": obj}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
 def _check_keys(cfg: SourcedConfig, section: Mapping, allowed: Mapping[str, Any], where: str) -> None:
@@ -412,7 +441,9 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
     )
     for s in study.stages:
         state = "cached" if s not in todo else "todo"
-        print(f"  [{state:6}] {s.kind:8} {s.name}", file=out)
+        stale = s in todo and s.recorded_key() is not None and s.recorded_code() != code_identity()
+        note = f" (made by other code: {s.recorded_code() or 'an older lakeshift'})" if stale else ""
+        print(f"  [{state:6}] {s.kind:8} {s.name}{note}", file=out)
         if dry_run:
             print(f"           lakeshift {' '.join(s.argv)}", file=out)
     if dry_run or not todo:
@@ -422,7 +453,14 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
     for s in todo:
         print(f"\n== {s.kind}: {s.name}", file=out)
         argv = list(s.argv)
-        if s.recorded_key() is not None:  # done before with other settings: start afresh
+        if s.recorded_key() is not None:  # done before with other settings or code: start afresh
+            code = s.recorded_code()
+            if code != code_identity():
+                print(
+                    f"lakeshift's code changed since this stage ran (made by {code or 'an older version'}, "
+                    f"now {code_identity()}): redoing it",
+                    file=out,
+                )
             for path in s.outputs:
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         for path, content in s.files.items():
