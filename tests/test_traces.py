@@ -39,7 +39,8 @@ def solved_maps(draw: st.DrawFn) -> tuple[FrozenLakeMap, list[str]]:
     return m, m.optimal_path(draw(st.sampled_from(TIE_BREAKS)), rng)
 
 
-@pytest.mark.parametrize("cot", traces.COT_FORMATS)
+# astar answers with A*'s own path when the search never reached the plan's cells: test_traces_search.py.
+@pytest.mark.parametrize("cot", [c for c in traces.COT_FORMATS if c != "astar"])
 @settings(max_examples=60, deadline=None)
 @given(case=solved_maps())
 def test_trace_follows_path_and_shows_simulated_states(cot: str, case: tuple) -> None:
@@ -154,6 +155,8 @@ def test_trace_follows_a_path_that_is_not_shortest() -> None:
         "Thus, I will move LEFT instead.",
     ]
     for cot in traces.COT_FORMATS[1:]:
+        if cot == "astar":  # a search trace always reads back a shortest path
+            continue
         assert [s.move for s in traces.parse_steps(traces.completion(m, path, cot), cot, m)] == path
 
 

@@ -28,6 +28,47 @@ first. A step line is:
    direct path is blocked, I will move LEFT instead.`` when every direct direction is a hole (Figure 3,
    step 1), else ``Thus, I will move LEFT instead.``
 
+``astar`` and ``coords`` (path CoTs, :data:`PATH_COTS`; coordinates 1-based ``(row,column)`` as the text
+formats write them, no spaces inside):
+
+* ``coords``: the cells visited, start to goal, on one line separated by spaces, then the answer::
+
+      (3,2) (3,1) (2,1) (1,1) (1,2)
+      \boxed{LEFT, UP, UP, RIGHT}
+
+  (Du et al., arXiv 2511.22586, find a minimal coordinate path generalizes best across maze sizes.)
+* ``astar``: the trace of A* search from the start (:func:`astar_search`; f = g + h, g the moves from the
+  start, h the Manhattan distance to the goal, admissible and consistent here). One line per expansion, in
+  expansion order: the cell, its g and h, and its four neighbours in the order ``U L R D``, each as its
+  move letter and what happened to it: ``+`` added to the open list (new, or with a smaller g than before),
+  ``H`` a hole, ``W`` a wall (off the map), ``C`` already closed (expanded), ``O`` already open with a g that
+  is not larger. The goal's expansion ends the search and reads ``... h0 goal``. Then ``path:`` and the path
+  read back from the goal to the start, then the answer::
+
+      (3,2) g0 h2: UH L+ RH DW
+      (3,1) g1 h3: U+ LW RC DW
+      (2,1) g2 h2: U+ LW RH DC
+      (1,1) g3 h1: UW LW R+ DC
+      (1,2) g4 h0 goal
+      path: (1,2) (1,1) (2,1) (3,1) (3,2)
+      \boxed{LEFT, UP, UP, RIGHT}
+
+  (the map of the paper's Figure 3: rows ``FGF FHF FSH``).
+  Tie-break: the open cell with the lowest f, then the lowest h (i.e. the highest g: the search dives
+  towards the goal), then the one added first (neighbours are added in ``U L R D`` order). The read-back
+  goes from the goal to a neighbour whose g is one lower, down to the start (g 0), through cells the search
+  reached (expanded or added; a cell's g is its last, lowest one); every such chain is a shortest path,
+  because its length is the goal's g, which A* finds optimal. When the whole plan the trace is made for
+  (normally the map's ``optimal_path``) is such a chain, the read-back is that plan; otherwise it is A*'s
+  own parent chain (each cell's parent: the expansion that gave it its g), which is optimal too, and the
+  answer is then that path, not the plan. With the ``direct`` tie-break this tie-break makes A*'s parent
+  chain *equal* the map's ``optimal_path`` on 99.8% of random maps (sizes 3-12, hole probability 0.1-0.3,
+  5000 maps; 100% of 2000 maps like id-train); on the rest the search never reached the direct path's cells
+  (an equally short detour ahead of it is explored first), so no read-back can follow it: the SFT record's
+  answer is A*'s path and ``split.json`` counts these maps (``astar_answer_differs``). The second version
+  of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its text: this format is
+  our own design, made short (one token per character for the small models' character tokenizer).
+
 The move announced is always the path's next move, so the trace follows the answer whatever the path (it must
 be a successful plan: no hole, no off-edge move, the goal reached only by the last move).
 
@@ -37,15 +78,19 @@ faithfulness checks; it never raises on malformed text, it records errors per st
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from lakeshift.env import DELTAS, LETTER_MOVES, Cell, FrozenLakeMap
 from lakeshift.formats import BoardState, FormatError, parse, render_state
 
-COT_FORMATS: tuple[str, ...] = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
+COT_FORMATS: tuple[str, ...] = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
+#: CoT formats that write no map: a search trace (``astar``) or a list of cells (``coords``).
+PATH_COTS: tuple[str, ...] = ("astar", "coords")
 
 _MAP_FORMAT: dict[str, str | None] = {
     "none": None,
@@ -54,12 +99,19 @@ _MAP_FORMAT: dict[str, str | None] = {
     "grid": "grid",
     "table+desc": "table",
     "grid+desc": "grid",
+    "astar": None,
+    "coords": None,
 }
 _ANNOUNCE = re.compile(r"I will move (UP|DOWN|LEFT|RIGHT)\b")
 _HEADER = re.compile(r"This is a \d+x\d+ map\.")
 _TABLE_HEAD = re.compile(r"\s*\|\s*\|")
 _GRID_ROW = re.compile(r"\S(?:[ \t]+\S)*")
 _BOXED = "\\boxed{"
+#: Neighbour order of an A* expansion line (and the order neighbours join the open list).
+SEARCH_ORDER: tuple[str, ...] = ("UP", "LEFT", "RIGHT", "DOWN")
+_CELL = re.compile(r"\((\d+),(\d+)\)")
+_EXPANSION = re.compile(r"\((\d+),(\d+)\) g(\d+) h(\d+)(?:: ?(.*)| goal)")
+_NEIGHBOUR = re.compile(r"([ULRD])([+HWCO])")
 
 
 def boxed(path: Sequence[str]) -> str:
@@ -181,6 +233,11 @@ def completions(
         return {cot: answer for cot in cots}
     positions = _check_path(m, moves)
     header = f"This is a {m.size}x{m.size} map."
+    path_texts: dict[str, str] = {}
+    if "coords" in cots:
+        path_texts["coords"] = " ".join(cell_text(p) for p in positions) + "\n" + answer
+    if "astar" in cots:
+        path_texts["astar"] = astar_text(m, positions)
     sentences: list[str] = []
     if any(cot.endswith("desc") for cot in cots):
         dist: dict[Cell, int] = {}
@@ -195,7 +252,7 @@ def completions(
             " ".join(step_sentences(m, positions[i], move, distances)) for i, move in enumerate(moves)
         ]
     states: dict[str, list[str]] = {}
-    for fmt in dict.fromkeys(_MAP_FORMAT[cot] for cot in cots):
+    for fmt in dict.fromkeys(_MAP_FORMAT[cot] for cot in cots if cot not in PATH_COTS):
         if fmt is None:
             continue
         style = table_style if fmt == "table" else None
@@ -209,6 +266,9 @@ def completions(
     out = {}
     for cot in cots:
         map_fmt = _MAP_FORMAT[cot]
+        if cot in path_texts:
+            out[cot] = path_texts[cot]
+            continue
         if cot == "none":
             blocks = [answer]
         elif cot == "desc":
@@ -224,6 +284,205 @@ def completions(
     return out
 
 
+# ----- path CoTs: coordinates and A* search -----------------------------------------------------------------
+def cell_text(cell: Cell) -> str:
+    """``(row,column)``, 1-based, as the path CoTs write a cell: ``cell_text((0, 2)) == "(1,3)"``."""
+    return f"({cell[0] + 1},{cell[1] + 1})"
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """One A* expansion: the cell taken from the open list, its g and h, and what happened to its neighbours.
+
+    Attributes:
+        cell: The expanded cell (0-based).
+        g: Moves from the start.
+        h: Manhattan distance to the goal.
+        neighbours: ``(letter, code)`` per neighbour in :data:`SEARCH_ORDER` (``U L R D``): code ``+``
+            added, ``H`` hole, ``W`` wall, ``C`` closed, ``O`` already open (module docstring). Empty for the
+            goal, whose expansion ends the search.
+    """
+
+    cell: Cell
+    g: int
+    h: int
+    neighbours: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_goal(self) -> bool:
+        return self.h == 0
+
+    def text(self) -> str:
+        """The trace line, e.g. ``(2,3) g1 h4: U+ LH RC DW`` or ``(1,2) g3 h0 goal``."""
+        head = f"{cell_text(self.cell)} g{self.g} h{self.h}"
+        if self.is_goal:
+            return head + " goal"
+        return head + ": " + " ".join(letter + code for letter, code in self.neighbours)
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """A finished A* run (:func:`astar_search`).
+
+    Attributes:
+        expansions: In expansion order; the goal's is the last one (unless the map is unsolvable).
+        g: The final (lowest) g of every cell the search reached, expanded or only added.
+        parent: For every reached cell but the start, the cell whose expansion gave it that g.
+    """
+
+    expansions: tuple[Expansion, ...]
+    g: dict[Cell, int] = field(repr=False)
+    parent: dict[Cell, Cell] = field(repr=False)
+
+    def parent_chain(self, goal: Cell) -> list[Cell]:
+        """A*'s own path: from ``goal`` through the parents, returned start first."""
+        chain = [goal]
+        while chain[-1] in self.parent:
+            chain.append(self.parent[chain[-1]])
+        return chain[::-1]
+
+    def is_read_back(self, cells: Sequence[Cell]) -> bool:
+        """Whether ``cells`` (start first) is a valid read-back: every cell reached with g equal to its index,
+        consecutive cells adjacent, ending at the goal the search expanded last."""
+        if not cells or not self.expansions or cells[-1] != self.expansions[-1].cell:
+            return False
+        if any(self.g.get(c) != i for i, c in enumerate(cells)):
+            return False
+        return all(_implied_move(a, b) is not None for a, b in pairwise(cells))
+
+
+def astar_search(m: FrozenLakeMap) -> SearchRun:
+    """A* from the start to the goal with the Manhattan heuristic and this module's tie-break.
+
+    The open list is ordered by ``(f, h, order added)``; a cell re-added with a smaller g gets a new place
+    (its old entry is skipped when popped). Closed cells are never reopened: the heuristic is consistent.
+    The search stops when it expands the goal (an unsolvable map: when the open list is empty).
+    """
+    goal = m.goal
+    gr, gc = goal
+    start = m.start
+    h0 = abs(start[0] - gr) + abs(start[1] - gc)
+    g: dict[Cell, int] = {start: 0}
+    parent: dict[Cell, Cell] = {}
+    closed: set[Cell] = set()
+    heap: list[tuple[int, int, int, Cell]] = [(h0, h0, 0, start)]
+    added = 1
+    out: list[Expansion] = []
+    deltas = [(move[0], DELTAS[move]) for move in SEARCH_ORDER]
+    while heap:
+        f, h, _, cell = heapq.heappop(heap)
+        if cell in closed or g[cell] + h != f:
+            continue  # an entry superseded by a smaller g
+        closed.add(cell)
+        gcell = g[cell]
+        if cell == goal:
+            out.append(Expansion(cell, gcell, 0))
+            break
+        marks = []
+        for letter, (dr, dc) in deltas:
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if not m.inside(nxt):
+                code = "W"
+            elif nxt in m.holes:
+                code = "H"
+            elif nxt in closed:
+                code = "C"
+            elif nxt in g and g[nxt] <= gcell + 1:
+                code = "O"
+            else:
+                code = "+"
+                g[nxt] = gcell + 1
+                parent[nxt] = cell
+                hn = abs(nxt[0] - gr) + abs(nxt[1] - gc)
+                heapq.heappush(heap, (gcell + 1 + hn, hn, added, nxt))
+                added += 1
+            marks.append((letter, code))
+        out.append(Expansion(cell, gcell, h, tuple(marks)))
+    return SearchRun(tuple(out), g, parent)
+
+
+def astar_read_back(m: FrozenLakeMap, positions: Sequence[Cell], run: SearchRun | None = None) -> list[Cell]:
+    """The cells the ``astar`` trace reads back (start first): ``positions`` (a successful plan's cells)
+    when the search reached all of them with matching g, else A*'s parent chain (module docstring)."""
+    run = run or astar_search(m)
+    cells = list(positions)
+    return cells if run.is_read_back(cells) else run.parent_chain(m.goal)
+
+
+def astar_text(m: FrozenLakeMap, positions: Sequence[Cell]) -> str:
+    r"""The ``astar`` completion for the plan visiting ``positions`` (start first), ``\boxed{}`` included."""
+    run = astar_search(m)
+    cells = astar_read_back(m, positions, run)
+    moves = [_implied_move(a, b) for a, b in pairwise(cells)]
+    lines = [e.text() for e in run.expansions]
+    lines.append("path: " + " ".join(cell_text(c) for c in reversed(cells)))
+    lines.append(boxed([mv for mv in moves if mv is not None]))
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ParsedSearch:
+    """An ``astar`` trace read back by :func:`parse_search` (cells 0-based).
+
+    Attributes:
+        expansions: The expansion lines that parsed, in order (malformed ones are in ``errors``).
+        lines: The line number (1-based, within the trace) of each parsed expansion.
+        path: The read-back cells as written (goal first), or ``None`` without a ``path:`` line.
+        errors: ``(line number, why)`` for lines that are neither an expansion nor the path.
+    """
+
+    expansions: tuple[Expansion, ...]
+    lines: tuple[int, ...]
+    path: tuple[Cell, ...] | None
+    errors: tuple[tuple[int, str], ...]
+
+
+def parse_search(text: str) -> ParsedSearch:
+    r"""Reads an ``astar`` trace (ours or a model's) back; tolerant, never raises. Everything from the last
+    ``\boxed{`` on is ignored; blank lines are skipped."""
+    cut = text.rfind(_BOXED)
+    if cut >= 0:
+        text = text[:cut]
+    expansions: list[Expansion] = []
+    lines: list[int] = []
+    path: tuple[Cell, ...] | None = None
+    errors: list[tuple[int, str]] = []
+    for k, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("path:"):
+            body = line[5:].strip()
+            cells = tuple((int(r) - 1, int(c) - 1) for r, c in _CELL.findall(body))
+            if _CELL.sub("", body).strip():
+                errors.append((k, f"path line has text other than cells: {line!r}"))
+            path = cells if path is None else path
+            continue
+        found = _EXPANSION.fullmatch(line)
+        if not found:
+            errors.append((k, f"not an expansion line: {line!r}"))
+            continue
+        r, c, g, h, rest = found.groups()
+        marks: tuple[tuple[str, str], ...] = ()
+        if rest is not None:
+            marks = tuple(_NEIGHBOUR.findall(rest))
+            if _NEIGHBOUR.sub("", rest).strip() or not marks:
+                errors.append((k, f"malformed neighbours in {line!r}"))
+                continue
+        elif int(h) != 0:
+            errors.append((k, f"'goal' written on a cell with h{h}: {line!r}"))
+            continue
+        expansions.append(Expansion((int(r) - 1, int(c) - 1), int(g), int(h), marks))
+        lines.append(k)
+    return ParsedSearch(tuple(expansions), tuple(lines), path, tuple(errors))
+
+
+def parse_cells(text: str) -> list[Cell]:
+    r"""The cells (0-based) a ``coords`` trace writes before its last ``\boxed{``, in order."""
+    cut = text.rfind(_BOXED)
+    return [(int(r) - 1, int(c) - 1) for r, c in _CELL.findall(text[:cut] if cut >= 0 else text)]
+
+
 @dataclass(frozen=True)
 class TraceStep:
     """One step read back from a CoT text.
@@ -237,6 +496,7 @@ class TraceStep:
             step compares with the map's start when a map is given), ``None`` when not one step or unknown.
         sentences: The step's sentences (``None`` in table/grid formats).
         error: Why the step is incomplete or malformed, or ``None``.
+        cell: Path CoTs (``astar``, ``coords``): the cell this step reaches, as written (0-based).
     """
 
     move: str | None
@@ -245,6 +505,7 @@ class TraceStep:
     state_move: str | None = None
     sentences: str | None = None
     error: str | None = None
+    cell: Cell | None = None
 
 
 def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[TraceStep]:
@@ -255,6 +516,10 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
     span lines); in combined formats the map block that follows belongs to that step; in table/grid formats
     every map block is a step. Malformed blocks give a step with ``state=None`` and an ``error``; an announced
     move without its map (combined formats) gives a step with ``error="no map after the announced move"``.
+
+    Path CoTs give one step per move of the path they write (``coords``: its cells; ``astar``: the ``path:``
+    read-back, reversed to start first), with ``cell`` the cell reached and ``error`` for a cell that is not
+    adjacent to the previous one; :func:`parse_search` reads an ``astar`` trace's expansions.
 
     Args:
         text: The assistant text.
@@ -268,6 +533,13 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
         raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
     if cot == "none":
         return []
+    if cot in PATH_COTS:
+        if cot == "coords":
+            cells = parse_cells(text)
+        else:
+            written = parse_search(text).path
+            cells = list(reversed(written)) if written else []
+        return _cell_steps(cells, m)
     cut = text.rfind(_BOXED)
     if cut >= 0:
         text = text[:cut]
@@ -323,6 +595,18 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
     flush_announced("no map after the announced move")
     if pending and with_desc:
         steps.append(TraceStep(None, sentences=" ".join(pending), error="no announced move"))
+    return steps
+
+
+def _cell_steps(cells: Sequence[Cell], m: FrozenLakeMap | None) -> list[TraceStep]:
+    """One step per written cell after the first (the start): the move from the previous cell."""
+    steps = []
+    for i in range(1, len(cells)):
+        move = _implied_move(cells[i - 1], cells[i])
+        error = None if move is not None else "not adjacent to the previous cell"
+        if i == 1 and m is not None and cells[0] != m.start:
+            error = "the path does not begin at the start"
+        steps.append(TraceStep(move, state_move=move, error=error, cell=cells[i]))
     return steps
 
 
