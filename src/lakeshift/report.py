@@ -29,10 +29,12 @@ from lakeshift import analysis
 from lakeshift.analysis import Cell, RunKey, run_key, run_sort_key
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import atomic_write, write_jsonl
+from lakeshift.references import Reference
 from lakeshift.scoring import VERDICTS, ScoringMap, load_scoring_maps, read_predictions, score_predictions
 
 INPUT_NAMES = {"image": "Image", "desc": "Descr.", "table": "Table", "grid": "Grid", "baseline": "Baseline"}
 COT_NAMES = {
+    "zero-shot": "zero-shot",
     "none": "no CoT",
     "desc": "Descr.",
     "grid": "Grid",
@@ -197,14 +199,14 @@ def _sizes(cells: Mapping[tuple, Cell], split: str, default: Sequence[int]) -> l
     return sorted(set(default) | {int(s) for s in seen}) if seen else list(default)
 
 
-def table1(by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table | None:
-    """Paper Table 1: accuracy per map size, ``Avg`` (mean over sizes) and ``Pooled``, per run."""
+def table1(
+    by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey], reference: Reference | None = None
+) -> Table | None:
+    """Paper Table 1: accuracy per map size, ``Avg`` (mean over sizes) and ``Pooled``, per run; with a
+    ``reference``, its published rows too (every Table 1 column; ``Pooled`` left empty)."""
+    title = "Accuracy on ID and OOD map sizes (Avg: mean over sizes as in the paper; Pooled: all maps)."
     return _size_table(
-        by_split_size,
-        runs,
-        "table1",
-        "Accuracy on ID and OOD map sizes (Avg: mean over sizes as in the paper; Pooled: all maps).",
-        metric="acc",
+        by_split_size, runs, "table1", title + _ref_note(reference, "table1"), "acc", reference
     )
 
 
@@ -219,12 +221,35 @@ def table10(by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey], unit: s
     )
 
 
+def _ref_note(reference: Reference | None, part: str) -> str:
+    if reference is None:
+        return ""
+    return (
+        f" Rows '{reference.label}': published values ({reference.sources.get(part, part)} of "
+        f"{reference.citation.split('. ')[0]}), not a local run; columns it does not report are empty."
+    )
+
+
+def ordered_runs(runs: Iterable[RunKey], reference: Reference | None) -> list[RunKey]:
+    """Paper order (input, CoT), a reference row right after the local rows of the same formats."""
+    return sorted(
+        iter_unique(runs),
+        key=lambda k: (*run_sort_key(k)[:4], reference is not None and reference.is_key(k), k[0]),
+    )
+
+
 def _size_table(
-    by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey], name: str, title: str, metric: str
+    by_split_size: Mapping[tuple, Cell],
+    runs: Sequence[RunKey],
+    name: str,
+    title: str,
+    metric: str,
+    reference: Reference | None = None,
 ) -> Table | None:
+    ref = reference if metric == "acc" else None
     groups, columns, short, spec = [], [], [], []
     for header, sname, split, default in TABLE1_GROUPS:
-        if not any(k[1] == split for k in by_split_size):
+        if not any(k[1] == split for k in by_split_size) and ref is None:
             continue
         sizes = _sizes(by_split_size, split, default)
         extra = ["Avg", "Pooled"] if metric == "acc" else ["Avg"]
@@ -235,10 +260,17 @@ def _size_table(
     if not groups:
         return None
     rows = []
-    for run in runs:
+    ref_keys = [ref.key(i, c) for i, c in ref.formats("table1")] if ref else []
+    for run in ordered_runs([*runs, *ref_keys], ref):
+        values: list[float | None] = []
+        if ref is not None and ref.is_key(run):
+            for split, sizes in spec:
+                values += [ref.acc_by_size.get((run[1], run[2], split, s)) for s in sizes]
+                values += [ref.avg_by_split.get((run[1], run[2], split)), None]
+            rows.append((run_labels(run), values))
+            continue
         if not any((run, split, s) in by_split_size for split, sizes in spec for s in sizes):
             continue
-        values: list[float | None] = []
         for split, sizes in spec:
             cells = [by_split_size.get((run, split, s)) for s in sizes]
             vals = [_metric(c, metric) for c in cells]
@@ -262,17 +294,33 @@ def _metric(cell: Cell | None, metric: str) -> float | None:
 
 
 def table5(
-    by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey], unit: str, correct_only: bool = True
+    by_split_size: Mapping[tuple, Cell],
+    runs: Sequence[RunKey],
+    unit: str,
+    correct_only: bool = True,
+    reference: Reference | None = None,
 ) -> Table | None:
-    """Paper Table 5: mean output length per group of splits (mean over sizes of per-size means)."""
+    """Paper Table 5: mean output length per group of splits (mean over sizes of per-size means); with a
+    ``reference`` (correct outputs only, as the paper), its published rows too."""
+    ref = reference if correct_only else None
     metric = "correct_length" if correct_only else "length"
-    spec = [(h, s, split) for h, s, split, _ in TABLE1_GROUPS if any(k[1] == split for k in by_split_size)]
+    spec = [
+        (h, s, split)
+        for h, s, split, _ in TABLE1_GROUPS
+        if any(k[1] == split for k in by_split_size) or ref is not None
+    ]
     if any(k[1] == EMBED_SPLIT for k in by_split_size):
         spec.append(("10x10 embedded", "embed10", EMBED_SPLIT))
     if not spec:
         return None
     rows = []
-    for run in runs:
+    ref_keys = [ref.key(i, c) for i, c in ref.formats("table5")] if ref else []
+    for run in ordered_runs([*runs, *ref_keys], ref):
+        if ref is not None and ref.is_key(run):
+            rows.append(
+                (run_labels(run), [ref.length_by_split.get((run[1], run[2], sp)) for _, _, sp in spec])
+            )
+            continue
         values = []
         for _, _, split in spec:
             cells = [c for k, c in by_split_size.items() if k[0] == run and k[1] == split]
@@ -282,12 +330,17 @@ def table5(
     what = "correct answers" if correct_only else "all outputs"
     name = "table5" if correct_only else "table5_all"
     title = f"Mean output length of {what} ({unit}; mean over map sizes)."
+    if ref is not None:
+        title += _ref_note(ref, "table5") + f" The paper's lengths are {ref.length_unit} of Qwen2.5-VL."
     return Table(name, title, LABELS, [("Mean length", len(spec))], [h for h, _, _ in spec], rows, 0)
 
 
-def table3(by_split_dinf: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table | None:
-    """Paper Table 3: accuracy on ``embed10-test`` per ``d_inf`` (Avg: mean over d_inf values)."""
-    if not any(k[1] == EMBED_SPLIT for k in by_split_dinf):
+def table3(
+    by_split_dinf: Mapping[tuple, Cell], runs: Sequence[RunKey], reference: Reference | None = None
+) -> Table | None:
+    """Paper Table 3: accuracy on ``embed10-test`` per ``d_inf`` (Avg: mean over d_inf values); with a
+    ``reference``, its published rows too (``Pooled`` left empty)."""
+    if not any(k[1] == EMBED_SPLIT for k in by_split_dinf) and reference is None:
         return None
     seen = {int(k[2]) for k in by_split_dinf if k[1] == EMBED_SPLIT}
     groups, columns, short, spec = [], [], [], []
@@ -297,20 +350,27 @@ def table3(by_split_dinf: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table
         groups.append((header, len(ds) + 2))
         columns += [str(d) for d in ds] + ["Avg", "Pooled"]
         short.append(sname)
-        spec.append(ds)
+        spec.append((sname, ds))
     rows = []
-    for run in runs:
+    ref_keys = [reference.key(i, c) for i, c in reference.formats("table3")] if reference else []
+    for run in ordered_runs([*runs, *ref_keys], reference):
+        vals: list[float | None] = []
+        if reference is not None and reference.is_key(run):
+            for sname, ds in spec:
+                vals += [reference.acc_by_dinf.get((run[1], run[2], d)) for d in ds]
+                vals += [reference.avg_by_dinf_group.get((run[1], run[2], sname)), None]
+            rows.append((run_labels(run), vals))
+            continue
         if not any(k[0] == run and k[1] == EMBED_SPLIT for k in by_split_dinf):
             continue
-        vals: list[float | None] = []
-        for ds in spec:
+        for _, ds in spec:
             cells = [by_split_dinf.get((run, EMBED_SPLIT, d)) for d in ds]
             accs = [c.acc if c else None for c in cells]
             present = [c for c in cells if c is not None]
             vals += [*accs, analysis.macro_mean(accs), analysis.pooled(present).acc if present else None]
         rows.append((run_labels(run), vals))
     title = "Accuracy on 10x10 embedded maps per start-goal distance d_inf (Avg: mean over d_inf values)."
-    return Table("table3", title, LABELS, groups, columns, rows, 2, short)
+    return Table("table3", title + _ref_note(reference, "table3"), LABELS, groups, columns, rows, 2, short)
 
 
 def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table:
@@ -406,21 +466,197 @@ def _run_name(key: RunKey) -> str:
     return f"{labels[0]} / {labels[1]}" + (f" ({key[0]})" if not key[0].startswith("baseline") else "")
 
 
-def _colors(n: int) -> list[Any]:
-    plt = _plt()
-    cmap = plt.get_cmap("tab20" if n > 10 else "tab10")
-    return [cmap(i % cmap.N) for i in range(n)]
+#: One colour per CoT format, the same in every figure; unknown formats take :data:`_EXTRA_COLORS`.
+COT_COLORS = {
+    "zero-shot": "#8c564b",
+    "none": "#1f77b4",
+    "desc": "#ff7f0e",
+    "grid": "#2ca02c",
+    "table": "#d62728",
+    "grid+desc": "#9467bd",
+    "table+desc": "#17becf",
+}
+_EXTRA_COLORS = ("#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
+#: Reference policies are grey (they are not models): shade and line style per policy.
+BASELINE_STYLES = {"oracle": ("0.25", "-"), "greedy": ("0.5", "-."), "random": ("0.65", ":")}
+#: Runs with the same input and CoT format (e.g. two study arms) differ by marker.
+VARIANT_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+#: A 95% Wilson band is drawn only over points with at least this many maps, and only in panels with at
+#: most :data:`BAND_MAX_LINES` model lines: more bands than that hide the lines they qualify.
+BAND_MIN_N = 30
+BAND_MAX_LINES = 3
+#: Points of fewer maps are not drawn (a share of 1 or 2 maps jumps between 0 and 1 and hides the trend);
+#: the long-form CSVs keep them.
+POINT_MIN_N = 5
+#: Published reference curves: dashed, in their CoT format's colour, no markers.
+REFERENCE_STYLE = {"linestyle": "--", "linewidth": 1.3, "marker": None, "alpha": 0.9}
 
 
-def plot_accuracy_vs_length(
+class _Styles:
+    """Line styles of a figure's runs: CoT colour, variant marker, grey baselines, dashed references."""
+
+    def __init__(self, runs: Sequence[RunKey], reference: Reference | None) -> None:
+        self.reference = reference
+        self.markers: dict[RunKey, str] = {}
+        count: dict[tuple[str, str], int] = {}
+        for key in sorted(runs, key=run_sort_key):
+            if self.kind(key) == "model":
+                i = count.get(key[1:], 0)
+                count[key[1:]] = i + 1
+                self.markers[key] = VARIANT_MARKERS[i % len(VARIANT_MARKERS)]
+        extra = sorted({k[2] for k in runs if k[2] not in COT_COLORS})
+        self.colors = {
+            **COT_COLORS,
+            **{c: _EXTRA_COLORS[i % len(_EXTRA_COLORS)] for i, c in enumerate(extra)},
+        }
+
+    def kind(self, key: RunKey) -> str:
+        if self.reference is not None and self.reference.is_key(key):
+            return "reference"
+        return "baseline" if key[1] == "baseline" else "model"
+
+    def color(self, key: RunKey) -> Any:
+        if self.kind(key) == "baseline":
+            return BASELINE_STYLES.get(key[2], ("0.5", "-"))[0]
+        return self.colors.get(key[2], "0.3")
+
+    def style(self, key: RunKey) -> dict[str, Any]:
+        kind = self.kind(key)
+        if kind == "reference":
+            return {**REFERENCE_STYLE, "color": self.color(key), "label": f"{_cot_name(key)} ({key[0]})"}
+        if kind == "baseline":
+            shade, ls = BASELINE_STYLES.get(key[2], ("0.5", "-"))
+            return {"color": shade, "linestyle": ls, "linewidth": 1.1, "label": f"{key[2]} (baseline)"}
+        return {
+            "color": self.color(key),
+            "linestyle": "-",
+            "linewidth": 1.4,
+            "marker": self.markers.get(key, "o"),
+            "ms": 3.5,
+            "label": f"{_cot_name(key)} ({_short(key[0])})",
+        }
+
+
+def _cot_name(key: RunKey) -> str:
+    return COT_NAMES.get(key[2], key[2])
+
+
+def _short(name: str, limit: int = 30) -> str:
+    """A model name for a legend: long names keep their informative tail."""
+    return name if len(name) <= limit else "..." + name[-(limit - 3) :]
+
+
+def _model_inputs(runs: Sequence[RunKey], styles: _Styles) -> list[str]:
+    """Input formats of the model runs, in paper order (one row of panels each)."""
+    return iter_unique(k[1] for k in sorted(runs, key=run_sort_key) if styles.kind(k) == "model")
+
+
+def _reference_rows(
+    reference: Reference | None, part: str, runs: Sequence[RunKey], styles: _Styles
+) -> list[RunKey]:
+    """Reference curves to overlay: those of the formats run locally, or all of them with no local model."""
+    if reference is None:
+        return []
+    local = {k[1:] for k in runs if styles.kind(k) == "model"}
+    pairs = reference.formats(part)
+    return [reference.key(i, c) for i, c in pairs if not local or (i, c) in local]
+
+
+def _draw(
+    ax: Any, pts: Sequence[tuple[float, float, Cell | None]], style: dict[str, Any], band: bool
+) -> None:
+    """One line; with ``band``, its Wilson band over the points with at least :data:`BAND_MIN_N` maps."""
+    pts = [p for p in pts if p[2] is None or p[2].n >= POINT_MIN_N]
+    if not pts:
+        return
+    xs = [p[0] for p in pts]
+    ax.plot(xs, [p[1] for p in pts], **style)
+    cells = [p[2] for p in pts]
+    if band and all(c is not None for c in cells):
+        where = [c.n >= BAND_MIN_N for c in cells]  # type: ignore[union-attr]
+        if sum(where) >= 2:
+            lo = [c.interval[0] for c in cells]  # type: ignore[union-attr]
+            hi = [c.interval[1] for c in cells]  # type: ignore[union-attr]
+            ax.fill_between(xs, lo, hi, where=where, color=style["color"], alpha=0.15, linewidth=0)
+
+
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _top(height: float) -> float:
+    """The axes' top edge (figure fraction) leaving room for a two-line title of ``height`` inches."""
+    return 1 - 0.85 / height
+
+
+def _row_height(n_entries: int) -> tuple[float, int]:
+    """Panel height (inches) tall enough for a legend of ``n_entries`` beside it, and its columns."""
+    ncol = 1 if n_entries <= 12 else 2
+    return max(2.3, 0.17 * math.ceil(n_entries / ncol) + 0.5), ncol
+
+
+def _legend_beside(ax: Any, handles: Sequence[Any], labels: Sequence[str], ncol: int) -> None:
+    """A legend to the right of ``ax``, outside every axes."""
+    if handles:
+        ax.legend(
+            handles,
+            labels,
+            loc="center left",
+            bbox_to_anchor=(1.02, 0.5),
+            fontsize=7,
+            frameon=False,
+            ncol=ncol,
+            borderaxespad=0.0,
+        )
+
+
+def _row_handles(axes_row: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    handles, labels = [], []
+    for ax in axes_row:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels and not lab.startswith("_"):
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
+def _entries(keys: Sequence[RunKey]) -> int:
+    return len(iter_unique(keys))
+
+
+def _panel_keys(
+    runs: Sequence[RunKey], styles: _Styles, inp: str | None, refs: Sequence[RunKey]
+) -> tuple[list[RunKey], list[RunKey], list[RunKey]]:
+    """Model runs of one input format, the baselines (every panel), the reference rows of that input."""
+    models = [k for k in runs if styles.kind(k) == "model" and (inp is None or k[1] == inp)]
+    base = [k for k in runs if styles.kind(k) == "baseline"]
+    return models, base, [k for k in refs if inp is None or k[1] == inp]
+
+
+def fig_accuracy_vs_length(
     by_length: Mapping[tuple, Cell],
     runs: Sequence[RunKey],
     train_hist: Mapping[int, int] | None,
-    out_dir: Path,
-) -> dict[str, Path]:
-    """Paper Figure 4: accuracy vs optimal path length (test splits pooled), training histogram on top."""
+) -> Any:
+    """Paper Figure 4 as small multiples: the train/test histogram of optimal lengths on top, then one panel
+    of accuracy vs optimal length per input format (test splits pooled; shared axes; CoT by colour)."""
     plt = _plt()
-    fig, (ax_h, ax) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
+    styles = _Styles(runs, None)
+    inputs: list[str | None] = list(_model_inputs(runs, styles)) or [None]
+    heights, ncols = [], []
+    for inp in inputs:
+        models, base, _ = _panel_keys(runs, styles, inp, [])
+        h, nc = _row_height(_entries(models) + len(base) + 1)
+        heights.append(h)
+        ncols.append(nc)
+    height = 1.8 + sum(heights)
+    fig = plt.figure(figsize=(7.5, height))
+    grid = fig.add_gridspec(
+        1 + len(inputs), 1, height_ratios=[1.5, *heights], hspace=0.35, top=1 - 0.85 / height
+    )
+    ax_h = fig.add_subplot(grid[0])
     test_hist: dict[int, int] = {}
     first = runs[0] if runs else None
     for key, cell in by_length.items():
@@ -429,95 +665,182 @@ def plot_accuracy_vs_length(
     width = 0.4
     if train_hist:
         tot = sum(train_hist.values())
-        ax_h.bar(
-            [x - width / 2 for x in train_hist], [v / tot for v in train_hist.values()], width, label="train"
-        )
+        xs = sorted(train_hist)
+        ax_h.bar([x - width / 2 for x in xs], [train_hist[x] / tot for x in xs], width, label="train maps")
     if test_hist:
         tot = sum(test_hist.values())
         xs = sorted(test_hist)
-        ax_h.bar([x + width / 2 for x in xs], [test_hist[x] / tot for x in xs], width, label="test")
+        ax_h.bar([x + width / 2 for x in xs], [test_hist[x] / tot for x in xs], width, label="test maps")
     ax_h.set_ylabel("share of maps")
-    ax_h.legend(fontsize=8)
-    for key, color in zip(runs, _colors(len(runs)), strict=True):
-        pts = sorted((int(k[1]), c) for k, c in by_length.items() if k[0] == key and k[1] is not None)
-        if not pts:
-            continue
-        xs = [p[0] for p in pts]
-        ys = [p[1].acc for p in pts]
-        lo = [p[1].interval[0] for p in pts]
-        hi = [p[1].interval[1] for p in pts]
-        style = ":" if key[1] == "baseline" else "-"
-        ax.plot(xs, ys, style, marker="o", ms=3, color=color, label=_run_name(key))
-        ax.fill_between(xs, lo, hi, color=color, alpha=0.12, linewidth=0)
-    if train_hist:
-        ax.axvline(max(train_hist), color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("optimal path length")
-    ax.set_ylabel("accuracy")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=6, ncol=2, loc="upper right")
-    fig.suptitle("Accuracy vs optimal solution length (test splits pooled; bands: 95% Wilson)")
-    return _save(fig, out_dir, "fig_accuracy_vs_length")
-
-
-def plot_accuracy_vs_dinf(by_split_dinf: Mapping[tuple, Cell], runs: Sequence[RunKey], out_dir: Path) -> dict:
-    """Accuracy vs start-goal distance, one panel per split."""
-    plt = _plt()
-    splits = sorted({k[1] for k in by_split_dinf}, key=_split_order)
-    fig, axes = plt.subplots(1, max(1, len(splits)), figsize=(4 * max(1, len(splits)), 3.8), squeeze=False)
-    for ax, split in zip(axes[0], splits, strict=False):
-        for key, color in zip(runs, _colors(len(runs)), strict=True):
-            pts = sorted((int(k[2]), c) for k, c in by_split_dinf.items() if k[0] == key and k[1] == split)
-            if pts:
-                style = ":" if key[1] == "baseline" else "-"
-                ax.plot(
-                    [p[0] for p in pts],
-                    [p[1].acc for p in pts],
-                    style,
-                    marker="o",
-                    ms=3,
-                    color=color,
-                    label=_run_name(key),
-                )
-        ax.set_title(str(split))
-        ax.set_xlabel("d_inf")
+    _legend_beside(ax_h, *ax_h.get_legend_handles_labels(), 1)
+    axes = []
+    for row, inp in enumerate(inputs):
+        ax = fig.add_subplot(grid[row + 1], sharex=ax_h, sharey=axes[0] if axes else None)
+        axes.append(ax)
+        models, base, _ = _panel_keys(runs, styles, inp, [])
+        band = len(models) <= BAND_MAX_LINES
+        for key in [*models, *base]:
+            pts = sorted(
+                (int(k[1]), c.acc, c) for k, c in by_length.items() if k[0] == key and k[1] is not None
+            )
+            _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
+        if train_hist:
+            ax.axvline(
+                max(train_hist), color="0.4", linestyle=(0, (1, 2)), linewidth=1, label="longest train"
+            )
         ax.set_ylim(-0.02, 1.02)
-    axes[0][0].set_ylabel("accuracy")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(
-            handles,
-            labels,
-            fontsize=6,
-            loc="lower center",
-            ncol=4,
-            bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(labels) // 4)),
-        )
-    return _save(fig, out_dir, "fig_accuracy_vs_dinf")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{INPUT_NAMES.get(inp, inp)} input" if inp else "reference policies", fontsize=9)
+        _legend_beside(ax, *_row_handles([ax]), ncols[row])
+        if row < len(inputs) - 1:
+            ax.tick_params(labelbottom=False)
+    ax_h.tick_params(labelbottom=False)
+    axes[-1].set_xlabel("optimal path length")
+    axes[-1].xaxis.set_major_locator(_integer_ticks())
+    fig.suptitle(
+        "Accuracy vs optimal solution length (id-test, ood-size, ood-dist pooled)\n"
+        f"bands: 95% Wilson where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines; grey: reference policies; "
+        f"points of < {POINT_MIN_N} maps not drawn",
+        fontsize=9,
+    )
+    return fig
 
 
-def plot_accuracy_vs_size(by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey], out_dir: Path) -> dict:
-    """Accuracy vs map size per run: random d_inf (id-test, ood-size) solid, d_inf >= 6 dashed."""
+def fig_accuracy_vs_dinf(
+    by_split_dinf: Mapping[tuple, Cell], runs: Sequence[RunKey], reference: Reference | None = None
+) -> Any:
+    """Accuracy vs start-goal distance: a row of panels per input format, a column per split; the
+    reference's Table 3 (``embed10-test``) dashed in that split's column."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, color in zip(runs, _colors(len(runs)), strict=True):
-        for splits, style, label in ((("id-test", "ood-size"), "-", True), (("ood-dist",), "--", False)):
-            pts = sorted((int(k[2]), c) for k, c in by_split_size.items() if k[0] == key and k[1] in splits)
-            if pts:
-                ax.plot(
-                    [p[0] for p in pts],
-                    [p[1].acc for p in pts],
-                    style,
-                    marker="o",
-                    ms=3,
-                    color=color,
-                    label=_run_name(key) if label else None,
+    styles = _Styles(runs, reference)
+    splits = sorted({k[1] for k in by_split_dinf}, key=_split_order)
+    refs = _reference_rows(reference, "table3", runs, styles) if reference else []
+    if reference is not None and not splits:
+        splits = [reference.embed_split]
+    if reference is not None and reference.embed_split not in splits:
+        refs = []  # no column shares the reference's x-axis
+    inputs: list[str | None] = list(_model_inputs(runs, styles)) or iter_unique(k[1] for k in refs) or [None]
+    splits = splits or [""]
+    heights, ncols = [], []
+    for inp in inputs:
+        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
+        h, nc = _row_height(_entries(models) + len(base) + len(rrefs))
+        heights.append(h)
+        ncols.append(nc)
+    fig, axes = plt.subplots(
+        len(inputs),
+        len(splits),
+        figsize=(3.2 * len(splits) + 0.8, sum(heights) + 0.6),
+        squeeze=False,
+        sharey=True,
+        sharex="col",
+        gridspec_kw={"height_ratios": heights, "top": _top(sum(heights) + 0.6)},
+    )
+    for row, inp in enumerate(inputs):
+        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
+        band = len(models) <= BAND_MAX_LINES
+        for col, split in enumerate(splits):
+            ax = axes[row][col]
+            for key in [*models, *base]:
+                pts = sorted(
+                    (int(k[2]), c.acc, c)
+                    for k, c in by_split_dinf.items()
+                    if k[0] == key and k[1] == split and k[2] is not None
                 )
-    ax.axvline(6.5, color="grey", linewidth=0.8)
-    ax.set_xlabel("map size (solid: random d_inf; dashed: d_inf >= 6)")
-    ax.set_ylabel("accuracy")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=6, ncol=2, loc="upper right")
-    return _save(fig, out_dir, "fig_accuracy_vs_size")
+                _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
+            if reference is not None and split == reference.embed_split:
+                for key in rrefs:
+                    pts = sorted(
+                        (d, v, None) for (i, c, d), v in reference.acc_by_dinf.items() if (i, c) == key[1:]
+                    )
+                    _draw(ax, pts, styles.style(key), False)
+            ax.set_ylim(-0.02, 1.02)
+            if row == 0:
+                ax.set_title(str(split), fontsize=9)
+            if row == len(inputs) - 1:
+                ax.set_xlabel("d_inf (start-goal distance)")
+                ax.xaxis.set_major_locator(_integer_ticks())
+        axes[row][0].set_ylabel(f"{INPUT_NAMES.get(inp, inp)} input\naccuracy" if inp else "accuracy")
+        _legend_beside(axes[row][-1], *_row_handles(axes[row]), ncols[row])
+    note = f"; dashed: {reference.label}, {reference.sources.get('table3')}" if refs and reference else ""
+    fig.suptitle(
+        f"Accuracy vs start-goal distance (grey: reference policies{note})\n"
+        f"bands: 95% Wilson where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines; "
+        f"points of < {POINT_MIN_N} maps not drawn",
+        fontsize=9,
+    )
+    return fig
+
+
+#: Columns of the accuracy-vs-size figure: (title, splits, the reference's Table 1 splits).
+SIZE_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("random d_inf (id-test 3-6, ood-size 7-10)", ("id-test", "ood-size")),
+    ("d_inf >= 6 (ood-dist)", ("ood-dist",)),
+)
+
+
+def fig_accuracy_vs_size(
+    by_split_size: Mapping[tuple, Cell], runs: Sequence[RunKey], reference: Reference | None = None
+) -> Any:
+    """Accuracy vs map size: a row per input format; columns random d_inf (id-test + ood-size) and
+    d_inf >= 6 (ood-dist); the reference's Table 1 dashed in both."""
+    plt = _plt()
+    styles = _Styles(runs, reference)
+    present = {k[1] for k in by_split_size}
+    panels = [(t, s) for t, s in SIZE_PANELS if present & set(s) or reference is not None] or [SIZE_PANELS[0]]
+    refs = _reference_rows(reference, "table1", runs, styles)
+    inputs: list[str | None] = list(_model_inputs(runs, styles)) or iter_unique(k[1] for k in refs) or [None]
+    heights, ncols = [], []
+    for inp in inputs:
+        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
+        h, nc = _row_height(_entries(models) + len(base) + len(rrefs))
+        heights.append(h)
+        ncols.append(nc)
+    fig, axes = plt.subplots(
+        len(inputs),
+        len(panels),
+        figsize=(3.6 * len(panels) + 0.8, sum(heights) + 0.6),
+        squeeze=False,
+        sharey=True,
+        sharex="col",
+        gridspec_kw={"height_ratios": heights, "top": _top(sum(heights) + 0.6)},
+    )
+    for row, inp in enumerate(inputs):
+        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
+        band = len(models) <= BAND_MAX_LINES
+        for col, (title, splits) in enumerate(panels):
+            ax = axes[row][col]
+            for key in [*models, *base]:
+                pts = sorted(
+                    (int(k[2]), c.acc, c)
+                    for k, c in by_split_size.items()
+                    if k[0] == key and k[1] in splits and k[2] is not None
+                )
+                _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
+            if reference is not None:
+                for key in rrefs:
+                    pts = sorted(
+                        (s, v, None)
+                        for (i, c, sp, s), v in reference.acc_by_size.items()
+                        if (i, c) == key[1:] and sp in splits
+                    )
+                    _draw(ax, pts, styles.style(key), False)
+            if "id-test" in splits:
+                ax.axvline(6.5, color="0.6", linewidth=0.8)
+            ax.set_ylim(-0.02, 1.02)
+            if row == 0:
+                ax.set_title(title, fontsize=9)
+            if row == len(inputs) - 1:
+                ax.set_xlabel("map size n (n x n)")
+        axes[row][0].set_ylabel(f"{INPUT_NAMES.get(inp, inp)} input\naccuracy" if inp else "accuracy")
+        _legend_beside(axes[row][-1], *_row_handles(axes[row]), ncols[row])
+    note = f"; dashed: {reference.label}, {reference.sources.get('table1')}" if refs and reference else ""
+    fig.suptitle(
+        f"Accuracy vs map size (left of the grey line: training sizes{note})\n"
+        f"bands: 95% Wilson where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines; grey: reference policies",
+        fontsize=9,
+    )
+    return fig
 
 
 VERDICT_COLORS = {
@@ -531,26 +854,75 @@ VERDICT_COLORS = {
 }
 
 
-def plot_verdicts(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey], out_dir: Path) -> dict:
-    """Stacked bars of verdict shares per run and split."""
+def fig_verdicts(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Any:
+    """Stacked bars of verdict shares: a panel per split, a bar per run (shared run axis)."""
     plt = _plt()
-    keys = [
-        (r, s) for r in runs for s in sorted({k[1] for k in by_split}, key=_split_order) if (r, s) in by_split
-    ]
-    fig, ax = plt.subplots(figsize=(9, 0.22 * len(keys) + 1.5))
+    splits = sorted({k[1] for k in by_split}, key=_split_order) or [""]
+    keys = [r for r in runs if any((r, s) in by_split for s in splits)]
+    fig, axes = plt.subplots(
+        1,
+        len(splits),
+        figsize=(2.6 * len(splits) + 2.8, 0.2 * len(keys) + 1.6),
+        squeeze=False,
+        sharey=True,
+    )
     ys = list(range(len(keys)))
-    left = [0.0] * len(keys)
-    for verdict in VERDICTS:
-        shares = [by_split[k].verdicts.get(verdict, 0) / max(1, by_split[k].n) for k in keys]
-        ax.barh(ys, shares, left=left, color=VERDICT_COLORS[verdict], label=verdict, height=0.8)
-        left = [a + b for a, b in zip(left, shares, strict=True)]
-    ax.set_yticks(ys)
-    ax.set_yticklabels([f"{_run_name(r)} | {s}" for r, s in keys], fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of maps")
-    ax.legend(fontsize=7, ncol=len(VERDICTS), loc="lower center", bbox_to_anchor=(0.5, 1.0))
-    return _save(fig, out_dir, "fig_verdicts")
+    for ax, split in zip(axes[0], splits, strict=True):
+        left = [0.0] * len(keys)
+        for verdict in VERDICTS:
+            shares = [
+                by_split[(k, split)].verdicts.get(verdict, 0) / max(1, by_split[(k, split)].n)
+                if (k, split) in by_split
+                else 0.0
+                for k in keys
+            ]
+            ax.barh(ys, shares, left=left, color=VERDICT_COLORS[verdict], label=verdict, height=0.8)
+            left = [a + b for a, b in zip(left, shares, strict=True)]
+        ax.set_xlim(0, 1)
+        ax.set_title(str(split), fontsize=9)
+        ax.set_xlabel("share of maps", fontsize=8)
+    axes[0][0].set_yticks(ys)
+    axes[0][0].set_yticklabels([_short(_run_name(r), 48) for r in keys], fontsize=6)
+    axes[0][0].invert_yaxis()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, ncol=len(VERDICTS), loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_accuracy_vs_length(
+    by_length: Mapping[tuple, Cell],
+    runs: Sequence[RunKey],
+    train_hist: Mapping[int, int] | None,
+    out_dir: Path,
+) -> dict[str, Path]:
+    """Writes :func:`fig_accuracy_vs_length` as ``fig_accuracy_vs_length.png`` / ``.svg``."""
+    return _save(fig_accuracy_vs_length(by_length, runs, train_hist), out_dir, "fig_accuracy_vs_length")
+
+
+def plot_accuracy_vs_dinf(
+    by_split_dinf: Mapping[tuple, Cell],
+    runs: Sequence[RunKey],
+    out_dir: Path,
+    reference: Reference | None = None,
+) -> dict[str, Path]:
+    """Writes :func:`fig_accuracy_vs_dinf` as ``fig_accuracy_vs_dinf.png`` / ``.svg``."""
+    return _save(fig_accuracy_vs_dinf(by_split_dinf, runs, reference), out_dir, "fig_accuracy_vs_dinf")
+
+
+def plot_accuracy_vs_size(
+    by_split_size: Mapping[tuple, Cell],
+    runs: Sequence[RunKey],
+    out_dir: Path,
+    reference: Reference | None = None,
+) -> dict[str, Path]:
+    """Writes :func:`fig_accuracy_vs_size` as ``fig_accuracy_vs_size.png`` / ``.svg``."""
+    return _save(fig_accuracy_vs_size(by_split_size, runs, reference), out_dir, "fig_accuracy_vs_size")
+
+
+def plot_verdicts(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey], out_dir: Path) -> dict[str, Path]:
+    """Writes :func:`fig_verdicts` as ``fig_verdicts.png`` / ``.svg``."""
+    return _save(fig_verdicts(by_split, runs), out_dir, "fig_verdicts")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -596,11 +968,12 @@ def build_report(
     n_examples: int = 600,
     images: bool = True,
     progress: bool = True,
+    reference: str | Reference | None = None,
 ) -> ReportResult:
     """Scores every run and writes tables, plots, scored records and ``report.html`` into ``out_dir``.
 
     Args:
-        runs: Predictions files with their maps files.
+        runs: Predictions files with their maps files (may be empty with a ``reference``).
         out_dir: Output folder (created).
         compat: Extraction mode for every run.
         strict: Bad prediction records are errors instead of warnings.
@@ -611,28 +984,86 @@ def build_report(
         n_examples: Examples embedded in ``report.html`` (stratified by run, split, size and verdict).
         images: Embed map PNGs (``<split>/images/<id>.png`` next to the maps file) when present.
         progress: Show a tqdm bar on stderr.
+        reference: Published results added as labelled rows of Tables 1, 3 and 5 and dashed curves
+            (a :data:`lakeshift.references.KNOWN` name or a loaded :class:`Reference`).
 
     Raises:
-        LakeshiftError: no runs, unreadable inputs, or (``strict``) a bad prediction record.
+        LakeshiftError: no runs (and no reference), unknown reference, unreadable inputs, or (``strict``)
+            a bad prediction record.
     """
-    from tqdm import tqdm
+    from lakeshift import references, report_html
 
-    from lakeshift import baselines as bl
-    from lakeshift import report_html
-    from lakeshift.scoring import Prediction, PredictionsFile, selected_maps
-
-    if not runs:
+    ref = references.load(reference) if isinstance(reference, str) else reference
+    if not runs and ref is None:
         raise LakeshiftError("no predictions files to report on")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    jobs, warnings = _scoring_jobs(runs, strict, baselines)
+    sampler = report_html.ExampleSampler(n_examples, n_strata_hint=max(1, len(jobs)))
+    records, files = _score_jobs(jobs, out, sampler, warnings, compat, check_trace, images, progress)
+
+    run_keys = sorted({run_key(r) for r in records}, key=run_sort_key)
+    if ref is not None:
+        taken = {k[0] for k in run_keys}
+        moved = ref.relabel(taken)
+        if moved.label != ref.label:
+            warnings.append(f"a local run is named {ref.label!r}: the reference rows are {moved.label!r}")
+        ref = moved
+    cells = _Cells.of(records, run_keys)
+    tables = _tables(cells, run_keys, records, ref)
+    for t in tables:
+        files += t.write(out)
+    for name, by, fields in (
+        ("by_size", cells.by_split_size, ["split", "size"]),
+        ("by_dinf", cells.by_split_dinf, ["split", "d_inf"]),
+        ("by_length", cells.by_length, ["optimal_length"]),
+        ("by_split", cells.by_split, ["split"]),
+    ):
+        files.append(_write_long_csv(out / f"{name}.csv", analysis.long_rows(by, fields)))
+    figures = _figures(cells, run_keys, train_maps, ref, out)
+    for paths in figures.values():
+        files += paths.values()
+
+    with atomic_write(out / "warnings.txt") as f:
+        f.write("".join(w + "\n" for w in warnings))
+    files.append(out / "warnings.txt")
+    html_path = out / "report.html"
+    report_html.write_report(
+        html_path,
+        tables=tables,
+        figures={title: paths["png"] for title, paths in figures.items()},
+        examples=sampler.examples(),
+        maps_images=sampler.images,
+        warnings=warnings,
+        summary={
+            "records": len(records),
+            "runs": len(run_keys),
+            "length_unit": cells.unit,
+            "compat": compat,
+            **({"reference": f"{ref.label}: {ref.citation}"} if ref is not None else {}),
+        },
+    )
+    files.append(html_path)
+    return ReportResult(out, files, len(records), warnings, run_keys)
+
+
+_Job = tuple[str, Path, Mapping[str, ScoringMap], Any, dict[str, Any]]
+
+
+def _scoring_jobs(
+    runs: Sequence[RunInput], strict: bool, baselines: Sequence[str]
+) -> tuple[list[_Job], list[str]]:
+    """The predictions files to score, then the reference policies on the maps the models were asked."""
+    from lakeshift import baselines as bl
+    from lakeshift.scoring import Prediction, PredictionsFile, selected_maps
+
     maps_cache: dict[Path, dict[str, ScoringMap]] = {}
     for run in runs:
         mp = run.maps_path.resolve()
         if mp not in maps_cache:
             maps_cache[mp] = load_scoring_maps(mp)
-
     # Model runs are read first: the reference policies answer the same maps the models were asked.
-    jobs: list[tuple[str, Path, Mapping[str, ScoringMap], PredictionsFile, dict[str, Any]]] = []
+    jobs: list[_Job] = []
     warnings: list[str] = []
     asked: dict[Path, dict[str, ScoringMap]] = {}
     for run in runs:
@@ -652,13 +1083,26 @@ def build_report(
             }
             split = next(iter(maps.values())).split or mp.parent.name
             jobs.append((f"baseline-{policy}__{split}", mp, subset, PredictionsFile(mp, preds, []), {}))
+    return jobs, warnings
+
+
+def _score_jobs(
+    jobs: Sequence[_Job],
+    out: Path,
+    sampler: Any,
+    warnings: list[str],
+    compat: str | None,
+    check_trace: bool,
+    images: bool,
+    progress: bool,
+) -> tuple[list[dict[str, Any]], list[Path]]:
+    """Scores every job, writes ``scored/<name>.jsonl`` (names made unique) and feeds the example sampler."""
+    from tqdm import tqdm
 
     records: list[dict[str, Any]] = []
     files: list[Path] = []
-    sampler = report_html.ExampleSampler(n_examples, n_strata_hint=len(jobs))
     used_names: set[str] = set()
-    bar = tqdm(jobs, desc="scoring", unit="file", disable=not progress, file=None)
-    for name, mp, maps, pf, defaults in bar:
+    for name, mp, maps, pf, defaults in tqdm(jobs, desc="scoring", unit="file", disable=not progress):
         scored = list(score_predictions(maps, pf, compat=compat, check_trace=check_trace, defaults=defaults))
         n_missing = sum(1 for r in scored if r["verdict"] == "missing")
         if n_missing and not name.startswith("baseline-"):
@@ -673,33 +1117,57 @@ def build_report(
         files.append(path)
         sampler.offer(scored, pf, maps, compat=compat, images_dir=mp.parent / "images" if images else None)
         records += scored
+    return records, files
 
-    run_keys = sorted({run_key(r) for r in records}, key=run_sort_key)
-    by_split_size = analysis.by_fields(records, "split", "size")
-    by_split_dinf = analysis.by_fields(records, "split", "d_inf")
-    by_split = analysis.by_fields(records, "split")
-    test_records = [r for r in records if r.get("split") in analysis.TEST_SPLITS[:3]] or records
-    by_length = analysis.by_fields(test_records, "optimal_length")
-    # Reference policies have no token counts: lengths are measured on model runs only.
-    model_runs = [k for k in run_keys if k[1] != "baseline"] or run_keys
-    unit = analysis.length_unit(c for k, c in by_split_size.items() if k[0] in model_runs)
 
-    faith: dict[tuple, dict] = {}
+@dataclass
+class _Cells:
+    """The scored records counted by every grouping the tables and plots use."""
+
+    by_split_size: dict[tuple, Cell]
+    by_split_dinf: dict[tuple, Cell]
+    by_split: dict[tuple, Cell]
+    by_length: dict[tuple, Cell]
+    model_runs: list[RunKey]
+    unit: str
+
+    @classmethod
+    def of(cls, records: Sequence[Mapping[str, Any]], run_keys: Sequence[RunKey]) -> _Cells:
+        by_split_size = analysis.by_fields(records, "split", "size")
+        test_records = [r for r in records if r.get("split") in analysis.TEST_SPLITS[:3]] or records
+        # Reference policies have no token counts: lengths are measured on model runs only.
+        model_runs = [k for k in run_keys if k[1] != "baseline"] or list(run_keys)
+        return cls(
+            by_split_size=by_split_size,
+            by_split_dinf=analysis.by_fields(records, "split", "d_inf"),
+            by_split=analysis.by_fields(records, "split"),
+            by_length=analysis.by_fields(test_records, "optimal_length"),
+            model_runs=model_runs,
+            unit=analysis.length_unit(c for k, c in by_split_size.items() if k[0] in model_runs),
+        )
+
+
+def _faithfulness_counts(records: Iterable[Mapping[str, Any]]) -> dict[tuple, dict[str, int]]:
+    """Per (run, split): traced outputs, faithful ones, answer agreement, divergence steps, successes."""
+    faith: dict[tuple, dict[str, int]] = {}
     for r in records:
         if r.get("trace_faithful") is None:
             continue
         f = faith.setdefault(
             (run_key(r), r.get("split")),
-            {
-                "traced": 0,
-                "faithful": 0,
-                "agree": 0,
-                "agree_n": 0,
-                "div_steps": 0,
-                "diverged": 0,
-                "success": 0,
-                "faithful_success": 0,
-            },
+            dict.fromkeys(
+                (
+                    "traced",
+                    "faithful",
+                    "agree",
+                    "agree_n",
+                    "div_steps",
+                    "diverged",
+                    "success",
+                    "faithful_success",
+                ),
+                0,
+            ),
         )
         f["traced"] += 1
         f["faithful"] += bool(r["trace_faithful"])
@@ -712,61 +1180,55 @@ def build_report(
         if r["success"]:
             f["success"] += 1
             f["faithful_success"] += bool(r["trace_faithful"])
+    return faith
 
-    tables = [
-        t
-        for t in (
-            table1(by_split_size, run_keys),
-            table3(by_split_dinf, run_keys),
-            table5(by_split_size, model_runs, unit),
-            table5(by_split_size, model_runs, unit, correct_only=False),
-            table10(by_split_size, model_runs, unit),
-            verdict_table(by_split, run_keys),
-            faithfulness_table(by_split, faith),
-        )
-        if t is not None
-    ]
-    for t in tables:
-        files += t.write(out)
-    for name, cells, fields in (
-        ("by_size", by_split_size, ["split", "size"]),
-        ("by_dinf", by_split_dinf, ["split", "d_inf"]),
-        ("by_length", by_length, ["optimal_length"]),
-        ("by_split", by_split, ["split"]),
-    ):
-        files.append(_write_long_csv(out / f"{name}.csv", analysis.long_rows(cells, fields)))
 
+def _tables(
+    cells: _Cells, run_keys: Sequence[RunKey], records: Sequence[Mapping[str, Any]], ref: Reference | None
+) -> list[Table]:
+    """Every table with at least one row (the reference's rows only in Tables 1, 3 and 5)."""
+    tables = (
+        table1(cells.by_split_size, run_keys, ref),
+        table3(cells.by_split_dinf, run_keys, ref),
+        table5(cells.by_split_size, cells.model_runs, cells.unit, reference=ref),
+        table5(cells.by_split_size, cells.model_runs, cells.unit, correct_only=False),
+        table10(cells.by_split_size, cells.model_runs, cells.unit),
+        verdict_table(cells.by_split, run_keys),
+        faithfulness_table(cells.by_split, _faithfulness_counts(records)),
+    )
+    return [t for t in tables if t is not None and (t.rows or records)]
+
+
+def _figures(
+    cells: _Cells,
+    run_keys: Sequence[RunKey],
+    train_maps: str | Path | None,
+    ref: Reference | None,
+    out: Path,
+) -> dict[str, dict[str, Path]]:
+    """Writes the four figures; returns ``{caption: {"png": path, "svg": path}}``."""
     train_hist = None
     if train_maps is not None:
         from lakeshift.io import read_jsonl
 
         train_hist = analysis.training_lengths(rec for _, rec in read_jsonl(train_maps))
-    figures = {
-        "Accuracy vs optimal path length (paper Figure 4)": plot_accuracy_vs_length(
-            by_length, run_keys, train_hist, out
+    size_note = dinf_note = ""
+    if ref is not None:
+        size_note = f"; dashed: {ref.label} ({ref.sources.get('table1')}, same formats)"
+        if any(k[1] == ref.embed_split for k in cells.by_split_dinf) or not run_keys:
+            dinf_note = f"; dashed on {ref.embed_split}: {ref.label} ({ref.sources.get('table3')})"
+    length_note = " (the paper's Figure 4 is not tabulated: no reference curve)" if ref is not None else ""
+    return {
+        "Accuracy vs optimal path length (paper Figure 4; one panel per input format)"
+        + length_note: plot_accuracy_vs_length(cells.by_length, run_keys, train_hist, out),
+        "Accuracy vs start-goal distance (rows: input format; columns: split" + dinf_note + ")": (
+            plot_accuracy_vs_dinf(cells.by_split_dinf, run_keys, out, ref)
         ),
-        "Accuracy vs start-goal distance": plot_accuracy_vs_dinf(by_split_dinf, run_keys, out),
-        "Accuracy vs map size": plot_accuracy_vs_size(by_split_size, run_keys, out),
-        "Verdict breakdown": plot_verdicts(by_split, run_keys, out),
+        "Accuracy vs map size (rows: input format" + size_note + ")": plot_accuracy_vs_size(
+            cells.by_split_size, run_keys, out, ref
+        ),
+        "Verdict breakdown (one panel per split)": plot_verdicts(cells.by_split, run_keys, out),
     }
-    for paths in figures.values():
-        files += paths.values()
-
-    with atomic_write(out / "warnings.txt") as f:
-        f.write("".join(w + "\n" for w in warnings))
-    files.append(out / "warnings.txt")
-    html_path = out / "report.html"
-    report_html.write_report(
-        html_path,
-        tables=tables,
-        figures={title: paths["png"] for title, paths in figures.items()},
-        examples=sampler.examples(),
-        maps_images=sampler.images,
-        warnings=warnings,
-        summary={"records": len(records), "runs": len(run_keys), "length_unit": unit, "compat": compat},
-    )
-    files.append(html_path)
-    return ReportResult(out, files, len(records), warnings, run_keys)
 
 
 def _write_long_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:

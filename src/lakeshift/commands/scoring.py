@@ -57,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-baselines", action="store_true", help="do not add the oracle/greedy/random rows")
     p.add_argument("--no-images", action="store_true", help="do not embed map images in report.html")
+    p.add_argument(
+        "--reference",
+        metavar="NAME",
+        help="add published results as labelled rows of Tables 1, 3, 5 and dashed curves (known: paper, "
+        "the paper's Qwen2.5-VL-7B numbers); with it RUNS_DIR may hold no predictions",
+    )
     _common(p)
     p.set_defaults(handler=cmd_report)
 
@@ -140,7 +146,7 @@ def _first_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def find_runs(runs_dir: Path, data: Path | None) -> list[Any]:
+def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> list[Any]:
     """Predictions files under ``runs_dir`` with their maps files (see the module docstring).
 
     Raises:
@@ -177,15 +183,18 @@ def find_runs(runs_dir: Path, data: Path | None) -> list[Any]:
             defaults.update(input_format=inp, cot_format=cot)
         name = f"{folder}__{path.stem}".replace("/", "_")
         runs.append(RunInput(path, maps_path, defaults, name))
-    if not runs:
+    if not runs and not allow_empty:
         raise LakeshiftError(f"{runs_dir}: no predictions files (*.jsonl with 'id' and 'output') found")
     return runs
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from lakeshift import references
     from lakeshift.report import build_report
 
-    runs = find_runs(args.runs_dir, args.data)
+    # An unknown --reference fails before any scoring.
+    reference = references.load(args.reference) if args.reference else None
+    runs = find_runs(args.runs_dir, args.data, allow_empty=reference is not None)
     train = args.train_maps
     if train is None and args.data is not None and (args.data / "id-train" / "maps.jsonl").is_file():
         train = args.data / "id-train" / "maps.jsonl"
@@ -199,6 +208,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         check_trace=not args.no_faithfulness,
         n_examples=args.examples,
         images=not args.no_images,
+        reference=reference,
     )
     print(f"scored {result.n_records} records from {len(runs)} predictions files ({len(result.runs)} runs)")
     table1 = args.out / "table1.md"
