@@ -43,6 +43,8 @@ For outputs whose CoT format writes maps (``table``, ``grid``, ``*+desc``) or mo
 :func:`lakeshift.formats.parse`, replays the moves the trace announced (``"Thus, I will move X"``; for
 map-only traces the move implied by the player's written positions) on the true map, and reports the first
 step whose written map differs from the true state, and whether the boxed answer equals the announced moves.
+Path CoTs (:func:`check_search_trace`): an ``astar`` trace must replay the true A* run line by line and read
+back a chain of cells the search reached; a ``coords`` trace must be adjacent safe cells from start to goal.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ VERDICTS: tuple[str, ...] = (
 )
 COMPAT_MODES: tuple[str | None, ...] = (None, "frozen_ood", "vsp")
 #: CoT formats whose traces contain written maps or announced moves that faithfulness can check.
-TRACE_COTS: tuple[str, ...] = ("desc", "table", "grid", "table+desc", "grid+desc")
+TRACE_COTS: tuple[str, ...] = ("desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
 
 _BOX = "\\boxed{"
 _WORDS = {"UP": "UP", "DOWN": "DOWN", "LEFT": "LEFT", "RIGHT": "RIGHT", "U": "UP", "D": "DOWN", "L": "LEFT"}
@@ -397,8 +399,17 @@ _TRACE_DEFAULTS: dict[str, Any] = {
 }
 
 
+_EXPANSION_LINE = re.compile(r"^\s*\(\d+,\d+\) g\d+ h\d+", re.M)
+_COORDS_ONLY = re.compile(r"\s*(?:\(\d+,\d+\)\s*)+")
+
+
 def guess_cot(text: str) -> str | None:
     """Guesses a trace's CoT format from its text (used when predictions do not say)."""
+    if _EXPANSION_LINE.search(text):
+        return "astar"
+    cut = text.rfind(_BOX)
+    if cut > 0 and _COORDS_ONLY.fullmatch(text[:cut]):
+        return "coords"
     has_desc = "I will move" in text
     if "Grid:" in text:
         return "grid+desc" if has_desc else "grid"
@@ -432,6 +443,8 @@ def faithfulness(
     """
     from lakeshift import traces
 
+    if cot in traces.PATH_COTS:
+        return check_search_trace(m, output, cot, answer)
     fast = _matches_reference(m, output, cot, answer)
     if fast is not None:
         return fast
@@ -528,6 +541,92 @@ def check_steps(
     if answer is not None and moves:
         out["trace_answer_agrees"] = list(answer) == moves
     out["trace_faithful"] = bool(steps) and diverged_at is None and out["trace_answer_agrees"] is not False
+    return out
+
+
+def check_search_trace(
+    m: FrozenLakeMap, output: str, cot: str, answer: Sequence[str] | None
+) -> dict[str, Any]:
+    """Faithfulness of a path CoT (``astar`` or ``coords``); the fields of :func:`faithfulness`.
+
+    ``coords``: step ``k`` is the ``k``-th cell after the first; the trace diverges at the first cell that is
+    outside the map, not adjacent to the previous one, a hole, or (for the first one) not the start, or at
+    the last one when it is not the goal. ``astar``: steps ``1..E`` are the expansion lines, compared with
+    :func:`lakeshift.traces.astar_search` (same cell, g, h and neighbour marks, in the same order; a missing,
+    extra or malformed line diverges), then one step per read-back cell after the goal: each must be a
+    neighbour of the previous one that the true search reached with g one lower, ending at the start. The
+    trace's moves are those of the path it writes (``coords``) or reads back (``astar``).
+    """
+    from lakeshift import traces
+
+    out = dict(_TRACE_DEFAULTS)
+    why: str | None = None
+    at: int | None = None
+    offset = 0
+    if cot == "astar":
+        parsed = traces.parse_search(output)
+        run = traces.astar_search(m)
+        true = run.expansions
+        offset = len(parsed.expansions)
+        # A malformed line diverges where it stands: after the expansion lines above it.
+        err_line, err = min(parsed.errors, default=(None, None))
+        usable = offset if err_line is None else sum(1 for n in parsed.lines if n < err_line)
+        for k in range(usable):
+            if k >= len(true):
+                at, why = k + 1, "an expansion after the goal's"
+            elif parsed.expansions[k] != true[k]:
+                at, why = k + 1, f"writes {parsed.expansions[k].text()!r}, A* gives {true[k].text()!r}"
+            if why is not None:
+                break
+        if why is None and err is not None:
+            at, why = usable + 1, err
+        elif why is None and usable < len(true):
+            at, why = usable + 1, f"the search stops before expanding {traces.cell_text(true[usable].cell)}"
+        written = list(parsed.path or ())  # goal first, as read back
+        cells = written[::-1]
+        if why is None and not written:
+            at, why = offset + 1, "no read-back path"
+        if why is None:
+            if written[0] != m.goal:
+                at, why = offset + 1, "the read-back does not begin at the goal"
+            for j in range(1, len(written)):
+                if why is not None:
+                    break
+                cell, prev = written[j], written[j - 1]
+                if abs(cell[0] - prev[0]) + abs(cell[1] - prev[1]) != 1:
+                    why = f"{traces.cell_text(cell)} is not adjacent to {traces.cell_text(prev)}"
+                elif run.g.get(cell) != run.g.get(prev, -9) - 1:
+                    why = f"{traces.cell_text(cell)} was not reached with g {run.g.get(prev, -9) - 1}"
+                at = offset + j if why is not None else at
+            if why is None and written[-1] != m.start:
+                at, why = offset + len(written) - 1, "the read-back does not end at the start"
+        out["trace_steps"] = offset + max(len(cells) - 1, 0)
+    else:
+        cells = traces.parse_cells(output)
+        out["trace_steps"] = max(len(cells) - 1, 0)
+        if not cells:
+            at, why = 1, "no cells written"
+        elif cells[0] != m.start:
+            at, why = 1, f"the path begins at {traces.cell_text(cells[0])}, not at the start"
+        for k in range(1, len(cells)):
+            if why is not None:
+                break
+            cell, prev = cells[k], cells[k - 1]
+            if not m.inside(cell):
+                why = f"{traces.cell_text(cell)} is outside the map"
+            elif abs(cell[0] - prev[0]) + abs(cell[1] - prev[1]) != 1:
+                why = f"{traces.cell_text(cell)} is not adjacent to {traces.cell_text(prev)}"
+            elif cell in m.holes:
+                why = f"{traces.cell_text(cell)} is a hole"
+            at = k if why is not None else at
+        if why is None and cells and cells[-1] != m.goal:
+            at, why = max(len(cells) - 1, 1), "the path does not end at the goal"
+    moves = traces.moves_between(cells)
+    out["trace_divergence_step"] = at if why is not None else None
+    out["trace_divergence"] = why
+    if answer is not None and moves and all(mv is not None for mv in moves):
+        out["trace_answer_agrees"] = list(answer) == moves
+    out["trace_faithful"] = out["trace_steps"] > 0 and why is None and out["trace_answer_agrees"] is not False
     return out
 
 
