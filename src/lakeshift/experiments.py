@@ -58,7 +58,7 @@ from lakeshift.config import SourcedConfig, load_yaml
 from lakeshift.errors import LakeshiftError
 
 INPUT_FORMATS = ("image", "desc", "table", "grid")
-COT_FORMATS = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
+COT_FORMATS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")  # = traces
 KNOWN_SPLITS = ("id-train", "id-test", "ood-size", "ood-dist", "embed10-train", "embed10-test")
 
 # Allowed keys per section, with the type a value must have (None: any).
