@@ -19,7 +19,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import PROMPTS  # light: no torch
 
 INPUTS = ("image", "desc", "table", "grid")
-COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc")
+COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")  # = traces.COT_FORMATS
 NAMED = "micro, tiny, small, base (Qwen2, random init, char tokenizer) and tiny-vl (random Qwen2.5-VL)"
 PROMPT_HELP = (
     "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
