@@ -223,6 +223,18 @@ def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, 
     }
 
 
+def _finished(out: Path) -> int | None:
+    """The final step of a finished run in ``out`` (``run.json`` says done and ``model/`` is saved), else
+    ``None``: resuming it would train past its last step and overwrite its model."""
+    try:
+        old = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or old.get("status") != "done" or not (out / "model").is_dir():
+        return None
+    return int(old.get("global_step") or 0)
+
+
 def _check_resume(out: Path, record: dict[str, Any]) -> dict[str, Any]:
     """Checks that a resumed run trains the same thing; returns the run record to continue."""
     run_file = out / RUN_FILE
@@ -296,6 +308,8 @@ def _progress_callback(metrics_path: Path, is_main: bool, budget: _TimeBudget | 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             if not is_main:
                 return
+            if state.global_step > 0:  # resumed from a checkpoint: what was logged after it is redone
+                _truncate_metrics(metrics_path, state.global_step)
             if budget is not None:
                 fmt = "{l_bar}{bar}| {elapsed}<{remaining} of the time budget{postfix}"
                 self.bar = tqdm(total=round(budget.seconds), desc="train", bar_format=fmt)
@@ -448,6 +462,14 @@ def train(opts: TrainOptions) -> Path:
     record = _run_record(opts, spec, sft, hp)
     if opts.resume:
         record = _check_resume(out, record)
+        done = _finished(out)
+        if done is not None:
+            print(
+                f"lakeshift train: {out} already finished (step {done}, model in {out / 'model'}); "
+                "--resume has nothing to do (to train longer, start a new --out)",
+                file=sys.stderr,
+            )
+            return out / "model"
     from accelerate import PartialState
 
     is_main = PartialState().is_main_process
@@ -546,12 +568,100 @@ def _trainer_class(budget: _TimeBudget | None) -> Any:
 
 
 def _last_checkpoint(out: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest *complete* ``checkpoint-N`` of ``out``; torn ones (a kill or a full disk while saving) are
+    removed, saying so, so the trainer neither loads them nor writes its next save over their leftovers."""
+    import shutil
 
-    last = get_last_checkpoint(str(out))
-    if last is None:
-        print(f"lakeshift train: no checkpoint in {out} yet; starting from the beginning", file=sys.stderr)
-    return last
+    found = []
+    for path in out.glob("checkpoint-*"):
+        suffix = path.name.removeprefix("checkpoint-")
+        if path.is_dir() and suffix.isdigit():
+            found.append((int(suffix), path))
+    for step, path in sorted(found, reverse=True):
+        problem = _checkpoint_problem(path, step)
+        if problem is None:
+            print(f"lakeshift train: resuming from {path} (step {step})", file=sys.stderr)
+            return str(path)
+        print(f"lakeshift train: {path} is incomplete ({problem}): removed, not resumed", file=sys.stderr)
+        shutil.rmtree(path, ignore_errors=True)
+    print(f"lakeshift train: no complete checkpoint in {out}; starting from the beginning", file=sys.stderr)
+    _truncate_metrics(out / "metrics.jsonl", 0)  # every step is trained (and logged) again
+    return None
+
+
+def _checkpoint_problem(path: Path, step: int) -> str | None:
+    """Why a checkpoint cannot be resumed from, or ``None``: it needs its weights, optimizer, scheduler and
+    trainer state, each readable. Cheap checks (no tensor is loaded): a torn file is one cut short by a kill
+    or a full disk, so the JSON must parse, a torch zip file must have its central directory (written last)
+    and a safetensors file its full length."""
+    state = path / "trainer_state.json"
+    try:
+        saved_step = json.loads(state.read_text(encoding="utf-8"))["global_step"]
+    except FileNotFoundError:
+        return "no trainer_state.json"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "trainer_state.json is unreadable"
+    if saved_step != step:
+        return f"trainer_state.json is at step {saved_step}"
+    if any(path.glob("global_step*")):  # DeepSpeed keeps weights and optimizer in its own folder
+        return None
+    weights = [path / n for n in ("model.safetensors", "adapter_model.safetensors") if (path / n).is_file()]
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError):
+            return f"{index.name} is unreadable"
+        weights += [path / shard for shard in sorted(shards)]
+    for legacy in ("pytorch_model.bin", "adapter_model.bin"):
+        if (path / legacy).is_file():
+            weights.append(path / legacy)
+    if not weights:
+        return "no model weights"
+    for file in [*weights, path / "optimizer.pt", path / "scheduler.pt"]:
+        problem = _torn_file(file)
+        if problem:
+            return problem
+    return None
+
+
+def _torn_file(file: Path) -> str | None:
+    import zipfile
+
+    if not file.is_file():
+        return f"no {file.name}"
+    try:
+        if file.suffix == ".safetensors":
+            with file.open("rb") as f:
+                header_len = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(header_len))
+            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+            if file.stat().st_size < 8 + header_len + end:
+                return f"{file.name} is cut short"
+        else:
+            with zipfile.ZipFile(file) as z:  # torch.save's format: the directory at the end goes first
+                z.namelist()
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
+        return f"{file.name} is unreadable"
+    return None
+
+
+def _truncate_metrics(metrics_path: Path, step: int) -> None:
+    """Drops the ``metrics.jsonl`` rows a resumed run will log again: every row after ``step`` (the checkpoint
+    resumed from) and the end-of-training summary, so no log event is written twice."""
+    if not metrics_path.is_file():
+        return
+    keep = []
+    for line in metrics_path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            row_step = int(row["step"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line torn by the kill
+        if row_step < step or (row_step == step and "train_runtime" not in row):
+            keep.append(line + "\n")
+    with atomic_write(metrics_path) as f:
+        f.write("".join(keep))
 
 
 def _model_and_processing(
