@@ -347,7 +347,7 @@ def test_maps_file_errors(tmp_path: Path) -> None:
     rec = make_maps("s", (3,), 1)[0]
     bad = dict(rec, rows=["SFF", "FFF", "FFF"])
     path = write_jsonl(tmp_path / "maps.jsonl", [rec, bad])
-    with pytest.raises(LakeshiftError, match="map 2: invalid map"):
+    with pytest.raises(LakeshiftError, match="line 2: invalid map"):
         load_scoring_maps(path)
     path = write_jsonl(tmp_path / "dup.jsonl", [rec, rec])
     with pytest.raises(LakeshiftError, match="map 2: duplicate map id"):

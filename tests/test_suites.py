@@ -69,7 +69,7 @@ def test_layout_and_records(tmp_path: Path) -> None:
         maps = load_maps(d)
         meta = json.loads((d / "split.json").read_text())
         assert meta["count"] == len(maps) and meta["hash"] == result.reports[split]["hash"]
-        assert len(list((d / "sft").glob("*.jsonl"))) == 24
+        assert len(list((d / "sft").glob("*.jsonl"))) == 4 * len(records.traces.COT_FORMATS)
         assert sorted(p.stem for p in (d / "images").glob("*.png")) == sorted(r["id"] for r in maps)
         for rec in maps:
             assert all(f in rec for f in MAP_FIELDS) and rec["split"] == split

@@ -60,6 +60,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `lakeshift stats DIR | head`: the reader left; not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as err:
+        # The file system said no (read-only, full, a file where a folder goes, ...) somewhere no specific
+        # handler caught it: one line with the path (the command's output when the error names none, as a
+        # full disk's write() does). Other OSErrors (a library's own) keep their traceback.
+        from lakeshift.io import FILE_SYSTEM_ERRNOS, os_error_message
+
+        if err.errno not in FILE_SYSTEM_ERRNOS:
+            raise
+        out = getattr(args, "out", None) or getattr(args, "workdir", None)
+        print(f"lakeshift {args.command}: error: {os_error_message(err, out)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(
             f"lakeshift {args.command}: interrupted; finished work is kept, rerun to resume", file=sys.stderr

@@ -95,6 +95,8 @@ class SplitSpec:
         embed_size: Size of the big map for embedding.
         embed_hole_prob: Hole probability of the big map for embedding.
         exclude: Training splits whose maps this split must not contain (redrawn when drawn).
+        augment: Training splits only: solution augmentation, e.g. ``"paths=4,dihedral"`` (see
+            :mod:`lakeshift.augment`); ``""`` for none.
     """
 
     name: str
@@ -105,6 +107,7 @@ class SplitSpec:
     embed_size: int = 10
     embed_hole_prob: float = 0.1
     exclude: tuple[str, ...] = ()
+    augment: str = ""
 
     @property
     def count(self) -> int | None:
@@ -115,6 +118,8 @@ class SplitSpec:
         d = asdict(self)
         d["groups"] = [asdict(g) for g in self.groups]
         d["exclude"] = list(self.exclude)
+        if not self.augment:
+            del d["augment"]  # so that the config hashes of splits without augmentation stay as they were
         return d
 
     @classmethod

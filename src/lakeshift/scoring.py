@@ -681,6 +681,29 @@ class PredictionsFile:
     duplicates: int = 0
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _selection(value: Any) -> bool:
+    if not isinstance(value, Mapping) or not set(value) <= {"sizes", "per_size", "limit"}:
+        return False
+    sizes = value.get("sizes")
+    if sizes is not None and not (isinstance(sizes, list) and all(_count(n) for n in sizes)):
+        return False
+    return all(value.get(k) is None or _count(value[k]) for k in ("per_size", "limit"))
+
+
+# Metadata of prediction records that scoring and reports use, with the type each must have: a record with
+# `"model": [1]` or `"selection": "all"` gets a warning and loses the field instead of breaking a report.
+_META_CHECKS: dict[str, Any] = {
+    **{k: (lambda v: isinstance(v, str)) for k in ("model", "input_format", "cot_format", "split", "policy")},
+    "n_output_tokens": _count,
+    "size": _count,
+    "selection": _selection,
+}
+
+
 def read_predictions(
     path: str | Path, maps: Mapping[str, ScoringMap], strict: bool = False
 ) -> PredictionsFile:
@@ -706,52 +729,57 @@ def read_predictions(
             raise LakeshiftError(msg)
         result.warnings.append(msg)
 
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
+    from lakeshift.io import iter_lines
+
+    # A line that is not UTF-8 is an error even without ``strict``: the file is binary or wrongly encoded,
+    # not one torn record (iter_lines names the line and byte offset).
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}, line {lineno}"
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as err:
+            result.malformed += 1
+            problem(f"{where}: malformed JSON ({getattr(err, 'msg', 'nested too deeply')})")
+            continue
+        if not isinstance(rec, dict):
+            result.malformed += 1
+            problem(f"{where}: expected a JSON object, got {type(rec).__name__}")
+            continue
+        if "id" not in rec:
+            result.malformed += 1
+            problem(f"{where}: missing field 'id'")
+            continue
+        pid = str(rec["id"])
+        if pid not in maps:
+            result.unknown_ids += 1
+            problem(f"{where}: field 'id': {pid!r} is not in the maps file")
+            continue
+        output = rec.get("output")
+        if not isinstance(output, str):
+            what = "missing field 'output'" if "output" not in rec else "field 'output' is not a string"
+            problem(f"{where}: {what} (scored no_answer)")
+            output = None
+        meta = {k: v for k, v in rec.items() if k not in ("id", "output")}
+        for key, valid in _META_CHECKS.items():
+            if meta.get(key) is not None and not valid(meta[key]):
+                problem(f"{where}: field {key!r} has the wrong type ({meta[key]!r}; ignored)")
+                del meta[key]
+        previous = result.predictions.get(pid)
+        if previous is not None:
+            result.duplicates += 1
+            if previous.output == output:
+                problem(f"{where}: field 'id': duplicate of line {previous.lineno} (same output, ignored)")
                 continue
-            where = f"{path}, line {lineno}"
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                result.malformed += 1
-                problem(f"{where}: malformed JSON ({err.msg})")
-                continue
-            if not isinstance(rec, dict):
-                result.malformed += 1
-                problem(f"{where}: expected a JSON object, got {type(rec).__name__}")
-                continue
-            if "id" not in rec:
-                result.malformed += 1
-                problem(f"{where}: missing field 'id'")
-                continue
-            pid = str(rec["id"])
-            if pid not in maps:
-                result.unknown_ids += 1
-                problem(f"{where}: field 'id': {pid!r} is not in the maps file")
-                continue
-            output = rec.get("output")
-            if not isinstance(output, str):
-                what = "missing field 'output'" if "output" not in rec else "field 'output' is not a string"
-                problem(f"{where}: {what} (scored no_answer)")
-                output = None
-            meta = {k: v for k, v in rec.items() if k not in ("id", "output")}
-            previous = result.predictions.get(pid)
-            if previous is not None:
-                result.duplicates += 1
-                if previous.output == output:
-                    problem(
-                        f"{where}: field 'id': duplicate of line {previous.lineno} (same output, ignored)"
-                    )
-                    continue
-                problem(
-                    f"{where}: field 'id': duplicate of line {previous.lineno} with a different output "
-                    "(map scored no_answer)"
-                )
-                meta = {**previous.meta, "duplicate": True}
-                output = None
-                lineno = previous.lineno
-            result.predictions[pid] = Prediction(pid, output, meta, lineno)
+            problem(
+                f"{where}: field 'id': duplicate of line {previous.lineno} with a different output "
+                "(map scored no_answer)"
+            )
+            meta = {**previous.meta, "duplicate": True}
+            output = None
+            lineno = previous.lineno
+        result.predictions[pid] = Prediction(pid, output, meta, lineno)
     return result
 
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakeshift import records
+from lakeshift import augment, records, traces
 from lakeshift._version import __version__
 from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError
 from lakeshift.errors import LakeshiftError
@@ -168,6 +168,13 @@ def check_suite(specs: Sequence[SplitSpec]) -> None:
                     f"split {spec.name}: depends on {dep!r}, which must be defined before it"
                 )
         validate_spec(spec, seen)
+        if spec.augment:
+            augment.parse_augment(spec.augment, f"split {spec.name}: augment")
+            if not spec.train:
+                raise LakeshiftError(
+                    f"split {spec.name}: augment applies to training splits only (give train: true); "
+                    "test splits are never augmented"
+                )
         if spec.embed_source:
             src = next(s for s in specs if s.name == spec.embed_source)
             big = max((g.size for g in src.groups), default=0)
@@ -191,14 +198,58 @@ def load_maps(path: str | Path) -> list[dict[str, Any]]:
         path = path / "maps.jsonl"
     out = []
     for lineno, rec in read_jsonl(path, required=MAP_FIELDS):
-        if not isinstance(rec["rows"], list) or not all(isinstance(r, str) for r in rec["rows"]):
-            raise LakeshiftError(f"{path}, line {lineno}: field 'rows' must be a list of strings")
-        if not isinstance(rec["optimal_path"], list) or not all(m in MOVES for m in rec["optimal_path"]):
-            raise LakeshiftError(
-                f"{path}, line {lineno}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT"
-            )
+        check_map_record(rec, f"{path}, line {lineno}")
         out.append(rec)
     return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_cell(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)
+
+
+def check_map_record(rec: Mapping[str, Any], where: str) -> FrozenLakeMap:
+    """Validates one ``maps.jsonl`` record: the type of every field present (``"size": "five"`` and
+    ``"start": "0,0"`` are errors), then the map itself as the scorer checks it (:func:`map_from_record`:
+    valid ``rows``, ``start``/``goal`` agreeing with them) and ``size`` agreeing with ``rows``. The one
+    validator behind ``stats``, ``show``, ``export``, ``score``, ``report`` and every other reader of maps.
+
+    Returns:
+        The record's map.
+
+    Raises:
+        LakeshiftError: ``where`` (file and line), the field and what is wrong with it.
+    """
+    rid = rec.get("id")
+    if "id" in rec and (not isinstance(rid, (str, int)) or isinstance(rid, bool)):
+        raise LakeshiftError(f"{where}: field 'id' must be a string, got {type(rid).__name__} {rid!r}")
+    if "split" in rec and not isinstance(rec["split"], str):
+        raise LakeshiftError(f"{where}: field 'split' must be a string, got {rec['split']!r}")
+    for key in ("size", "holes", "d_inf", "optimal_length", "n_optimal_paths"):
+        if key in rec and not (_is_int(rec[key]) and rec[key] >= 0):
+            raise LakeshiftError(f"{where}: field {key!r} must be an integer >= 0, got {rec[key]!r}")
+    for key in ("start", "goal"):
+        if key in rec and not _is_cell(rec[key]):
+            raise LakeshiftError(f"{where}: field {key!r} must be [row, column] integers, got {rec[key]!r}")
+    if not isinstance(rec.get("rows"), list) or not all(isinstance(r, str) for r in rec["rows"]):
+        raise LakeshiftError(f"{where}: field 'rows' must be a list of strings")
+    if "optimal_path" in rec and (
+        not isinstance(rec["optimal_path"], list)
+        or not all(isinstance(m, str) and m in MOVES for m in rec["optimal_path"])
+    ):
+        raise LakeshiftError(f"{where}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT")
+    try:
+        m = map_from_record(rec)
+    except LakeshiftError as err:
+        raise LakeshiftError(f"{where}: invalid map ({err})") from None
+    if "size" in rec and rec["size"] != m.size:
+        raise LakeshiftError(
+            f"{where}: field 'size' is {rec['size']}, but 'rows' make a {m.size}x{m.size} map"
+        )
+    return m
 
 
 def select_maps(
@@ -474,6 +525,8 @@ def build_suite(
                 else _expected_count(spec, specs, imported)
             )
     records_by_split: dict[str, list[dict]] = {}
+    # The generated maps of each split without their augmented copies (what an embedded split embeds).
+    base_by_split: dict[str, list[dict]] = {}
     bar = _progress_bar(todo_total, progress)
     pool = _make_pool(workers) if todo_total and workers > 1 else None
     try:
@@ -481,10 +534,13 @@ def build_suite(
             name = spec.name
             if done[name]:
                 records_by_split[name] = load_maps(out / name)
+                base_by_split[name] = [r for r in records_by_split[name] if augment.is_original(r)]
                 result.skipped.append(name)
                 result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
                 continue
             bar.set_description(name)
+            # An augmented training split's records include every kept transform of its maps, so a map and
+            # its transforms count as one map here: no test map equals any of them.
             forbidden = {rows_key(r) for dep in spec.exclude for r in records_by_split[dep]}
             report: dict[str, Any] = {}
             if name in imported:
@@ -492,12 +548,17 @@ def build_suite(
                 report["imported"] = imp_report
                 report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
             else:
-                sources = records_by_split[spec.embed_source] if spec.embed_source else None
+                sources = base_by_split[spec.embed_source] if spec.embed_source else None
                 recs, stats = generate_split(
                     spec, seed, workers=workers, forbidden=forbidden, sources=sources
                 )
                 report["generation"] = _stats_dict(stats)
                 report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
+            base_by_split[name] = recs
+            if spec.augment:
+                recs, report["augmentation"] = augment.augment_split(
+                    recs, name, seed, augment.parse_augment(spec.augment), pool
+                )
             records_by_split[name] = recs
             _write_split(
                 out, spec, recs, configs[name], hashes[name], report, inputs, cot_formats, images, pool, bar
@@ -576,19 +637,34 @@ def _make_pool(workers: int) -> Any:
 
 def _render_chunk(
     args: tuple[list[dict], str | None, str, list[str], list[str]],
-) -> list[str]:
-    """Images of a chunk of maps (written into ``image_dir``) and their SFT lines, one string per SFT file."""
+) -> tuple[list[str], int]:
+    """Images of a chunk of maps (written into ``image_dir``) and their SFT lines, one string per SFT file,
+    and how many of the maps' ``astar`` traces answer with A*'s own path instead of ``optimal_path``."""
     recs, image_dir, variant, inputs, cots = args
     if image_dir is not None:
         from lakeshift.formats.image import render_png
 
         for rec in recs:
-            render_png(map_from_record(rec), Path(image_dir) / f"{rec['id']}.png")
+            # Augmented records that differ only in their path share one image.
+            if augment.image_id(rec) == rec["id"]:
+                render_png(map_from_record(rec), Path(image_dir) / f"{rec['id']}.png")
     parts: list[list[str]] = [[] for _ in range(len(inputs) * len(cots))]
+    differs = 0
+    astar = "astar" in cots
     for rec in recs:
-        for k, sft in enumerate(records.sft_records(rec, variant, inputs, cots).values()):
+        image = f"images/{augment.image_id(rec)}.png"
+        made = records.sft_records(rec, variant, inputs, cots, image)
+        for k, sft in enumerate(made.values()):
             parts[k].append(dumps(sft) + "\n")
-    return ["".join(p) for p in parts]
+        if astar:
+            answer = traces.boxed(rec["optimal_path"])
+            differs += not _assistant_text(made[inputs[0], "astar"]).endswith(answer)
+    return ["".join(p) for p in parts], differs
+
+
+def _assistant_text(record: Mapping[str, Any]) -> str:
+    content = record["messages"][-1]["content"]
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 
 
 def _write_split(
@@ -636,9 +712,11 @@ def _write_split(
             results: Iterable[list[str]] = (
                 pool.imap(_render_chunk, jobs) if pool is not None else map(_render_chunk, jobs)
             )
-            for job, parts in zip(jobs, results, strict=True):
+            astar_differs = 0
+            for job, (parts, differs) in zip(jobs, results, strict=True):
                 for h, text in zip(handles, parts, strict=True):
                     h.write(text)
+                astar_differs += differs
                 bar.update(len(job[0]))
         finally:
             for h in handles:
@@ -649,6 +727,9 @@ def _write_split(
             "hash": split_hash,
             "count": len(recs),
             "counts_by_size": {str(k): by_size[k] for k in sorted(by_size)},
+            **({"maps": sum(augment.is_original(r) for r in recs)} if spec.augment else {}),
+            # Records whose astar trace answers A*'s own (equally short) path, not optimal_path (traces doc).
+            **({"astar_answer_differs": astar_differs} if "astar" in cots else {}),
             "prompt_variant": variant,
             "images": images,
             "sft_files": [f"sft/{n}" for n in names],

@@ -232,20 +232,25 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
     import time
 
+    from lakeshift.io import output_lock
+
+    if args.out.exists() and not args.out.is_dir():
+        raise LakeshiftError(f"--out {args.out} is a file; expected a folder")
     t0 = time.perf_counter()
-    result = build_suite(
-        specs,
-        args.out,
-        seed=args.seed,
-        suite_name=name,
-        workers=args.workers,
-        force=args.force,
-        images=not args.no_images,
-        id_source=args.id_source,
-        input_formats=inputs,
-        cot_formats=cots,
-        progress=not args.no_progress,
-    )
+    with output_lock(args.out, "lakeshift generate"):  # one writer per suite folder
+        result = build_suite(
+            specs,
+            args.out,
+            seed=args.seed,
+            suite_name=name,
+            workers=args.workers,
+            force=args.force,
+            images=not args.no_images,
+            id_source=args.id_source,
+            input_formats=inputs,
+            cot_formats=cots,
+            progress=not args.no_progress,
+        )
     if result.up_to_date:
         return 0
     elapsed = time.perf_counter() - t0
@@ -337,9 +342,18 @@ def cmd_show(args: argparse.Namespace) -> int:
                 raise LakeshiftError(
                     f"{png} does not exist (generated with --no-images?); give --out FILE.png"
                 )
-            from lakeshift.formats.image import render_png
+            from lakeshift.formats.image import PNG_COMPRESS_LEVEL, render_image
+            from lakeshift.io import atomic_write, check_output
 
-            png = render_png(m, args.out)
+            check_output(
+                args.out,
+                inputs=(args.split_dir, args.split_dir / "maps.jsonl"),
+                previous=lambda p: p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n",
+                what="PNG",
+            )
+            with atomic_write(args.out, "wb") as f:
+                render_image(m).save(f, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+            png = args.out
         sys.stdout.write(f"{png}\n")
         return 0
     if args.style not in (None, "compact") and args.format != "table":
@@ -354,8 +368,23 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 # ----- export -----------------------------------------------------------------------------------------------
+def _check_png(path: Path, where: str) -> None:
+    """A PNG an export embeds must exist and decode: a missing or torn image is an error, not a hole."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not path.is_file():
+        raise LakeshiftError(f"{where}: field 'images': {path} not found")
+    try:
+        with Image.open(path) as im:
+            im.load()  # decodes every pixel: a truncated file fails here, not later in the dataset
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as err:
+        raise LakeshiftError(f"{where}: field 'images': {path} is not a readable PNG ({err})") from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    from lakeshift.io import read_jsonl
+    import shutil
+
+    from lakeshift.io import check_output, is_parquet, read_jsonl, writing
     from lakeshift.suites import load_maps
 
     if args.format not in ("parquet", "arrow"):
@@ -363,16 +392,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     split_dir: Path = args.split_dir
     if not (split_dir / "maps.jsonl").is_file():
         raise LakeshiftError(f"{split_dir}: not a split folder (no maps.jsonl)")
-    if args.sft:
-        path = split_dir / "sft" / f"{args.sft}.jsonl"
-        if not path.is_file():
+    sft_file = split_dir / "sft" / f"{args.sft}.jsonl" if args.sft else None
+    check_output(
+        args.out,
+        inputs=(split_dir, split_dir / "maps.jsonl", sft_file, split_dir / "sft"),
+        kind="file" if args.format == "parquet" else "dir",
+        previous=is_parquet if args.format == "parquet" else (lambda d: (d / "state.json").is_file()),
+        what="parquet export" if args.format == "parquet" else "arrow export (save_to_disk folder)",
+    )
+    maps = load_maps(split_dir)  # validated as `score` validates them, whatever is exported
+    if sft_file is not None:
+        if not sft_file.is_file():
             have = sorted(p.stem for p in (split_dir / "sft").glob("*.jsonl"))
             raise LakeshiftError(
                 f"unknown SFT file {args.sft!r} in {split_dir} (have: {', '.join(have) or 'none'})"
             )
-        rows = [obj for _, obj in read_jsonl(path, required=("id", "messages"))]
+        rows = []
+        for lineno, obj in read_jsonl(sft_file, required=("id", "messages")):
+            if not isinstance(obj["messages"], list) or not all(isinstance(m, dict) for m in obj["messages"]):
+                raise LakeshiftError(f"{sft_file}, line {lineno}: field 'messages' must be a list of objects")
+            if "images" in obj:
+                images = obj["images"]
+                if not isinstance(images, list) or not all(isinstance(p, str) for p in images):
+                    raise LakeshiftError(f"{sft_file}, line {lineno}: field 'images' must be a list of paths")
+                for p in images:
+                    _check_png(split_dir / p, f"{sft_file}, line {lineno}")
+            rows.append(obj)
     else:
-        rows = load_maps(split_dir)
+        rows = maps
     try:
         import datasets
     except ImportError:
@@ -380,13 +427,31 @@ def cmd_export(args: argparse.Namespace) -> int:
     if rows and "images" in rows[0]:
         for r in rows:
             r["images"] = [str((split_dir / p).resolve()) for p in r["images"]]
-    ds = datasets.Dataset.from_list(rows)
+    try:
+        ds = datasets.Dataset.from_list(rows)
+    except (TypeError, ValueError) as err:  # pyarrow cannot type a column (mixed types across records)
+        what = f"{sft_file}" if sft_file is not None else f"{split_dir / 'maps.jsonl'}"
+        raise LakeshiftError(f"{what}: records do not form a table ({str(err).splitlines()[0]})") from None
     if rows and "images" in rows[0]:
         ds = ds.cast_column("images", datasets.List(datasets.Image()))
-    if args.format == "parquet":
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        ds.to_parquet(str(args.out))
-    else:
-        ds.save_to_disk(str(args.out))
+    # Written next to --out under a temporary name and renamed into place when complete: a full disk or a
+    # kill leaves no half-written export that looks finished.
+    out: Path = args.out
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    with writing(out, temporary=tmp):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if args.format == "parquet":
+                ds.to_parquet(str(tmp))
+            else:
+                ds.save_to_disk(str(tmp))
+            if out.is_dir():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        finally:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
     print(f"{args.out}: {len(ds)} rows ({args.format})", file=sys.stderr)
     return 0

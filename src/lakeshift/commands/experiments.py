@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lakeshift.errors import LakeshiftError
+
 DEMO_CONFIG = Path(__file__).resolve().parents[1] / "studies" / "demo.yaml"
 
 
@@ -45,8 +47,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from lakeshift.experiments import load_study, run_study
+    from lakeshift.io import output_lock
 
-    return run_study(load_study(args.config, args.workdir), dry_run=args.dry_run)
+    study = load_study(args.config, args.workdir)
+    if study.workdir.exists() and not study.workdir.is_dir():
+        raise LakeshiftError(f"workdir {study.workdir} is a file; expected a folder")
+    if args.dry_run:
+        return run_study(study, dry_run=True)
+    with output_lock(study.workdir, "lakeshift run"):  # one study run per workdir
+        return run_study(study)
 
 
 def _demo(args: argparse.Namespace) -> int:

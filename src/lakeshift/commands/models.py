@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,9 +126,16 @@ def _register_train(subparsers: Any) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from lakeshift.io import check_output, output_lock
     from lakeshift.models.train import options_from_dict, train
 
-    final = train(options_from_dict(vars(args)))
+    options = options_from_dict(vars(args))
+    data = Path(args.data)
+    check_output(
+        args.out, inputs=(data, data / args.split), kind="dir", previous=lambda d: True, what="run folder"
+    )
+    with output_lock(args.out, "lakeshift train"):  # one trainer per run folder
+        final = train(options)
     print(f"lakeshift train: model saved to {final}", file=sys.stderr)
     return 0
 
@@ -200,14 +206,20 @@ def _register_predict(subparsers: Any) -> None:
 
 def _run_record(model: str) -> dict[str, Any]:
     """The ``run.json`` of a lakeshift run folder (empty for anything else)."""
+    from lakeshift.io import read_json
+
     run = Path(model) / "run.json"
     if not run.is_file():
         return {}
-    try:
-        record = json.loads(run.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise LakeshiftError(f"{run}: malformed JSON ({err.msg})") from None
-    return record if isinstance(record, dict) else {}
+    record = read_json(run)
+    if not isinstance(record, dict):
+        raise LakeshiftError(f"{run}: expected a JSON object, got {type(record).__name__}")
+    for key, allowed in (("input_format", INPUTS), ("cot_format", COTS), ("prompt", PROMPTS)):
+        if record.get(key) is not None and record[key] not in allowed:
+            raise LakeshiftError(
+                f"{run}: field {key!r} is {record[key]!r} (expected one of {', '.join(allowed)})"
+            )
+    return record
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -234,24 +246,40 @@ def _predict(args: argparse.Namespace) -> int:
             "max_retries": args.max_retries,
             "timeout": args.timeout,
         }
-    backend = make_backend(args.backend, args.model, **kwargs)
-    stats = predict(
-        backend,
-        args.data,
-        args.split,
-        input_format,
-        cot_format,
+    from lakeshift.io import check_output, jsonl_has_fields, output_lock
+
+    split_dir = Path(args.data) / args.split
+    check_output(
         args.out,
-        sizes=args.sizes,
-        per_size=args.per_size,
-        limit=args.limit,
-        prompt=prompt,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.seed,
-        name=args.name,
+        inputs=(
+            split_dir / "sft" / f"{input_format}__{cot_format}.jsonl",
+            split_dir / "maps.jsonl",
+            split_dir / "split.json",
+            Path(args.model) / "run.json",
+        ),
+        previous=jsonl_has_fields("id", "output"),
+        what="predictions file",
     )
+    # One writer per predictions file: a second run would answer every id again into the same file.
+    with output_lock(args.out, "lakeshift predict"):
+        backend = make_backend(args.backend, args.model, **kwargs)
+        stats = predict(
+            backend,
+            args.data,
+            args.split,
+            input_format,
+            cot_format,
+            args.out,
+            sizes=args.sizes,
+            per_size=args.per_size,
+            limit=args.limit,
+            prompt=prompt,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            seed=args.seed,
+            name=args.name,
+        )
     print(
         f"lakeshift predict: {stats['written']} new, {stats['done_before']} already done, "
         f"{stats['total']} maps -> {args.out}",

@@ -17,7 +17,6 @@ The Figure 4 training histogram uses ``--train-maps`` or, with ``--data``, ``DAT
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,10 +99,18 @@ def _print_warnings(warnings: list[str], limit: int = 10) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from lakeshift.io import write_jsonl
+    from lakeshift.io import check_output, jsonl_has_fields, write_jsonl
     from lakeshift.report import fmt_summary
     from lakeshift.scoring import load_scoring_maps, read_predictions, score_predictions, summarize
 
+    if args.out:
+        # Scored records start with id and verdict: anything else at --out is not ours to replace.
+        check_output(
+            args.out,
+            inputs=(args.maps, args.predictions),
+            previous=jsonl_has_fields("id", "verdict"),
+            what="score output (scored records)",
+        )
     maps = load_scoring_maps(args.maps)
     preds = read_predictions(args.predictions, maps, strict=args.strict)
     records = list(score_predictions(maps, preds, compat=args.compat, check_trace=not args.no_faithfulness))
@@ -135,15 +142,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    rec = json.loads(line)
-                    return rec if isinstance(rec, dict) else None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return None
+    from lakeshift.io import first_record
+
+    return first_record(path)
 
 
 def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> list[Any]:
@@ -190,6 +191,7 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
 
 def cmd_report(args: argparse.Namespace) -> int:
     from lakeshift import references
+    from lakeshift.io import check_output
     from lakeshift.report import build_report
 
     # An unknown --reference fails before any scoring.
@@ -198,6 +200,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     train = args.train_maps
     if train is None and args.data is not None and (args.data / "id-train" / "maps.jsonl").is_file():
         train = args.data / "id-train" / "maps.jsonl"
+    # A report folder holds report.html (or scored/, written first, when a report was interrupted); a
+    # folder of inputs (RUNS_DIR, DATA_DIR, a split) holds neither.
+    inputs = [args.runs_dir, args.data, train, *(r.path for r in runs), *(r.maps_path for r in runs)]
+    inputs += [p.parent for p in inputs[2:] if p is not None]
+    check_output(
+        args.out,
+        inputs=inputs,
+        kind="dir",
+        previous=lambda d: (d / "report.html").is_file() or (d / "scored").is_dir(),
+        what="report folder (with report.html)",
+    )
     result = build_report(
         runs,
         args.out,
@@ -227,6 +240,15 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
     if args.cot and args.policy != "oracle":
         raise LakeshiftError("--cot is only meaningful with --policy oracle")
+    if args.out:
+        from lakeshift.io import check_output, jsonl_has_fields
+
+        check_output(
+            args.out,
+            inputs=(args.maps,),
+            previous=jsonl_has_fields("id", "output"),
+            what="predictions file",
+        )
     maps = load_scoring_maps(args.maps)
     rows = baseline_predictions(maps.values(), args.policy, seed=args.seed, cot=args.cot)
     if args.out:

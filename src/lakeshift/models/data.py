@@ -88,10 +88,12 @@ def file_sha256(path: Path) -> str:
 
 
 def _map_sizes(split_dir: Path) -> dict[str, int]:
+    from lakeshift.suites import load_maps
+
     maps = split_dir / "maps.jsonl"
     if not maps.is_file():
         return {}
-    return {str(obj["id"]): int(obj["size"]) for _, obj in read_jsonl(maps, required=("id", "size"))}
+    return {str(obj["id"]): int(obj["size"]) for obj in load_maps(maps)}  # validated as `score` does
 
 
 def load_sft(
@@ -142,17 +144,26 @@ def load_sft(
     for lineno, rec in read_jsonl(path, required=("id", "messages")):
         where = f"{path}, line {lineno}"
         messages = rec["messages"]
-        roles = [m.get("role") for m in messages if isinstance(m, dict)]
+        ok = isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
+        roles = [m.get("role") for m in messages] if ok else []
         expected = list(ROLES if need_assistant else ROLES[:2])
-        if roles[: len(expected)] != expected or any("content" not in m for m in messages):
+        if (
+            roles[: len(expected)] != expected
+            or any("content" not in m for m in messages)
+            or not all(isinstance(m["content"], (str, list)) for m in messages)
+        ):
             raise LakeshiftError(
                 f"{where}: field 'messages' must be system, user, assistant turns with 'content'"
             )
+        if not isinstance(rec["id"], (str, int)) or isinstance(rec["id"], bool):
+            raise LakeshiftError(f"{where}: field 'id' must be a string, got {rec['id']!r}")
         rec["id"] = str(rec["id"])
         if input_format == "image":
             images = rec.get("images")
             if not images:
                 raise LakeshiftError(f"{where}: missing field 'images' (image input)")
+            if not isinstance(images, list) or not all(isinstance(p, str) for p in images):
+                raise LakeshiftError(f"{where}: field 'images' must be a list of paths")
             for image in images:
                 if not (split_dir / image).is_file():
                     raise LakeshiftError(f"{where}: field 'images': {split_dir / image} not found")
@@ -221,7 +232,7 @@ def split_hash(split_dir: Path) -> str | None:
         return None
     try:
         value = json.loads(meta.read_text(encoding="utf-8")).get("hash")
-    except json.JSONDecodeError:
+    except (OSError, ValueError, AttributeError):  # unreadable, not UTF-8 or JSON, not an object
         return None
     return str(value) if value is not None else None
 
@@ -248,6 +259,9 @@ def load_images(split_dir: Path, record: dict[str, Any]) -> list[Any]:
 
     out = []
     for rel in record.get("images", []):
-        with Image.open(split_dir / rel) as img:
-            out.append(img.convert("RGB"))
+        try:
+            with Image.open(split_dir / rel) as img:
+                out.append(img.convert("RGB"))
+        except (OSError, ValueError, SyntaxError) as err:  # PIL's errors for missing, torn or non-PNG files
+            raise LakeshiftError(f"{split_dir / rel}: not a readable image ({err})") from None
     return out

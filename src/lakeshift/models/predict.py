@@ -131,13 +131,23 @@ def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
     raw = out.read_bytes()
     good = raw if raw.endswith(b"\n") or not raw else raw[: raw.rfind(b"\n") + 1]
     done: set[str] = set()
-    for lineno, line in enumerate(good.decode("utf-8").splitlines(), start=1):
+    try:
+        text = good.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = good.count(b"\n", 0, err.start) + 1
+        raise LakeshiftError(
+            f"{out}, line {line} (byte offset {err.start}): not UTF-8 text; not a predictions file?"
+        ) from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise LakeshiftError(f"{out}, line {lineno}: malformed JSON ({err.msg})") from None
+        except (json.JSONDecodeError, RecursionError) as err:
+            why = getattr(err, "msg", "nested too deeply")
+            raise LakeshiftError(f"{out}, line {lineno}: malformed JSON ({why})") from None
+        if not isinstance(row, dict) or "id" not in row:
+            raise LakeshiftError(f"{out}, line {lineno}: expected a prediction record (an object with 'id')")
         row.setdefault("prompt", "mirage")  # rows written before --prompt existed
         for key in _RESUME_KEYS:
             if row.get(key) != expect[key]:
