@@ -598,6 +598,11 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
     return steps
 
 
+def moves_between(cells: Sequence[Cell]) -> list[str | None]:
+    """The move from each cell to the next (``None`` where two cells are not adjacent)."""
+    return [_implied_move(a, b) for a, b in pairwise(cells)]
+
+
 def _cell_steps(cells: Sequence[Cell], m: FrozenLakeMap | None) -> list[TraceStep]:
     """One step per written cell after the first (the start): the move from the previous cell."""
     steps = []
