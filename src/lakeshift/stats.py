@@ -1,11 +1,15 @@
 """Statistics of map splits (as in the paper's Tables 2 and 7): counts, d_inf, optimal lengths, holes.
 
 ``hole fraction`` is holes / (n * n), over all cells of the map (start and goal included in the denominator).
+``count`` counts records (lines of ``maps.jsonl``) and ``maps`` the generated maps they come from: they differ
+in augmented training splits (:mod:`lakeshift.augment`), whose records are several paths and symmetries of
+one map. ``first_move`` is the shape of the recorded paths: the share of paths whose first move is ``UP``,
+``DOWN``, ``LEFT``, ``RIGHT`` (the table prints percentages ``U/D/L/R``), which augmentation evens out.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,12 +20,15 @@ COLUMNS: tuple[str, ...] = (
     "split",
     "size",
     "count",
+    "maps",
     "mean_d_inf",
     "mean_optimal_length",
     "max_optimal_length",
     "mean_n_optimal_paths",
     "hole_fraction",
+    "first_move",
 )
+_FIRST = ("UP", "DOWN", "LEFT", "RIGHT")
 
 
 def split_stats(split: str, records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -37,15 +44,18 @@ def split_stats(split: str, records: Iterable[Mapping[str, Any]]) -> list[dict[s
 
 def _row(split: str, size: str, recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     k = len(recs)
+    firsts = Counter(r["optimal_path"][0] for r in recs if r.get("optimal_path"))
     return {
         "split": split,
         "size": size,
         "count": k,
+        "maps": len({str(r.get("augmented_from", r.get("id"))) for r in recs}),
         "mean_d_inf": sum(r["d_inf"] for r in recs) / k,
         "mean_optimal_length": sum(r["optimal_length"] for r in recs) / k,
         "max_optimal_length": max(r["optimal_length"] for r in recs),
         "mean_n_optimal_paths": sum(r["n_optimal_paths"] for r in recs) / k,
         "hole_fraction": sum(r["holes"] for r in recs) / sum(int(r["size"]) ** 2 for r in recs),
+        "first_move": {move: firsts[move] / k for move in _FIRST},
     }
 
 
@@ -81,22 +91,26 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         "split",
         "size",
         "count",
+        "maps",
         "mean d_inf",
         "mean opt len",
         "max opt len",
         "mean #opt paths",
         "hole frac",
+        "first U/D/L/R %",
     ]
     body = [
         [
             str(r["split"]),
             str(r["size"]),
             str(r["count"]),
+            str(r["maps"]),
             f"{r['mean_d_inf']:.2f}",
             f"{r['mean_optimal_length']:.2f}",
             str(r["max_optimal_length"]),
             f"{r['mean_n_optimal_paths']:.2f}",
             f"{r['hole_fraction']:.3f}",
+            "/".join(f"{100 * r['first_move'][m]:.0f}" for m in _FIRST),
         ]
         for r in rows
     ]

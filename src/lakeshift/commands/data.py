@@ -80,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cots",
         default="none,desc,table,grid,table+desc,grid+desc",
-        help="comma-separated CoT formats of the SFT files (default: all six)",
+        help="comma-separated CoT formats of the SFT files: none, desc, table, grid, table+desc, grid+desc "
+        "(the default), astar (A* search trace), coords (coordinate path)",
     )
     g = p.add_argument_group("one custom split (instead of --suite)")
     g.add_argument("--split", default="custom", help="split name (default 'custom'); ids are <split>-00042")
@@ -106,6 +107,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g.add_argument(
         "--train", action="store_true", help="a training split: SFT prompts use the 'train' variant"
+    )
+    g.add_argument(
+        "--augment",
+        metavar="SPEC",
+        help="training splits only: solution augmentation, 'paths=K' (up to K optimal paths per map, "
+        "each its own record), 'dihedral' (the 8 rotations and reflections of each map) or both, e.g. "
+        "paths=4,dihedral; with --suite it applies to every training split of the suite",
     )
     p.set_defaults(handler=cmd_generate)
 
@@ -135,7 +143,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--id", required=True, help="map id (see maps.jsonl)")
     p.add_argument("--format", required=True, help="desc, table, grid or image")
     p.add_argument(
-        "--cot", help="print the completion for this CoT: none, desc, table, grid, table+desc, grid+desc"
+        "--cot",
+        help="print the completion for this CoT: none, desc, table, grid, table+desc, grid+desc, astar or "
+        "coords",
     )
     p.add_argument("--prompt", action="store_true", help="print the user prompt (rule text with the map)")
     p.add_argument("--style", help="table style: 'compact' (VSP, default) or 'aligned' (the paper's figure)")
@@ -193,6 +203,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     inputs = _csv(args.inputs, formats.INPUT_FORMATS, "input format")
     cots = _csv(args.cots, traces.COT_FORMATS, "CoT format")
+    augment = None
+    if args.augment is not None:
+        from lakeshift.augment import parse_augment
+
+        augment = str(parse_augment(args.augment))
     if args.workers < 1:
         raise LakeshiftError(f"--workers must be >= 1, got {args.workers}")
     custom = args.sizes is not None or args.count is not None
@@ -230,6 +245,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise LakeshiftError(
             "give --suite (paper, tiny or a suite file) or a custom split (--sizes and --count)"
         )
+    if augment is not None:
+        specs = _with_augment(specs, augment, custom)
     import time
 
     from lakeshift.io import output_lock
@@ -261,13 +278,29 @@ def cmd_generate(args: argparse.Namespace) -> int:
         redrawn = rep.get("generation", {}).get("redrawn_duplicate_of_train", 0)
         extra = f", {redrawn} redrawn as duplicates of training maps" if redrawn else ""
         extra += f", {dup} identical to a training map" if dup else ""
-        print(f"{args.out / split}: {rep.get('count')} maps{extra}", file=sys.stderr)
+        what = f"{rep.get('count')} maps"
+        if "maps" in rep:  # an augmented split: records vs generated maps
+            what = f"{rep['count']} records ({rep['maps']} maps)"
+        print(f"{args.out / split}: {what}{extra}", file=sys.stderr)
     rate = n_maps / elapsed if elapsed > 0 else float("inf")
     print(
         f"wrote {len(result.written)} split(s), {n_maps} maps in {elapsed:.1f} s ({rate:.0f} maps/s)",
         file=sys.stderr,
     )
     return 0
+
+
+def _with_augment(specs: list, augment: str, custom: bool) -> list:
+    """``--augment`` applied to the training splits (refused for a custom split that is not one)."""
+    from dataclasses import replace
+
+    if custom and not specs[0].train:
+        raise LakeshiftError(
+            "--augment applies to training splits only (add --train); test splits are never augmented"
+        )
+    if not any(s.train for s in specs):
+        raise LakeshiftError("--augment: the suite has no training split (test splits are never augmented)")
+    return [replace(s, augment=augment) if s.train else s for s in specs]
 
 
 # ----- stats ------------------------------------------------------------------------------------------------
