@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_report import make_suite, noisy_predictions
+from test_report_plots import fake_study, run_inputs
 
 from lakeshift.report import RunInput, build_report
 
@@ -142,3 +143,70 @@ def test_filters_from_the_url_hash(page: tuple, tmp_path: Path, filters: dict) -
     assert len(shown) == min(25, len(expected))
     if "verdict" in filters:
         assert set(shown) <= {filters["verdict"]}
+
+
+# ---- the figures at 20 runs ------------------------------------------------------------------------
+_MEASURE = """<script>
+window.addEventListener("load", function () {
+  var imgs = Array.prototype.slice.call(document.querySelectorAll(".figures img"));
+  var rows = imgs.map(function (im) {
+    var r = im.getBoundingClientRect();
+    return [im.naturalWidth, im.naturalHeight, Math.round(r.width), Math.round(r.height), Math.round(r.left)];
+  });
+  document.body.setAttribute("data-figs", JSON.stringify(rows));
+  document.body.setAttribute("data-vw", String(document.documentElement.clientWidth));
+});
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def figures20(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The Plots section of the report of 20 fake runs with ``--reference paper``, as its own page (the
+    report's CSS, its figures, a script recording each image's decoded and displayed size)."""
+    browser = find_chromium()
+    root = tmp_path_factory.mktemp("browser20")
+    data, runs = fake_study(root, 20, per_size=6)
+    out = root / "out"
+    train = data / "id-train" / "maps.jsonl"
+    build_report(
+        run_inputs(data, runs), out, train_maps=train, progress=False, n_examples=40, reference="paper"
+    )
+    html = (out / "report.html").read_text(encoding="utf-8")
+    style = re.search(r"<style>.*?</style>", html, re.S)
+    figures = re.search(r'<h2>Plots</h2>\s*<div class="figures">.*?</div>', html, re.S)
+    assert style and figures
+    page = out / "figures.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8">{style.group(0)}</head><body>'
+        f"{figures.group(0)}{_MEASURE}</body></html>",
+        encoding="utf-8",
+    )
+    return browser, page
+
+
+def test_figures_at_20_runs_render_readably(figures20: tuple, tmp_path: Path) -> None:
+    from PIL import Image
+
+    browser, page = figures20
+    res = run_browser(browser, page.as_uri(), tmp_path / "u1", "--dump-dom", "--window-size=1400,1000")
+    figs = json.loads((_attr(res.stdout, "data-figs") or "[]").replace("&quot;", '"'))
+    viewport = int(_attr(res.stdout, "data-vw") or 0)
+    assert len(figs) == 4, res.stderr[-2000:]
+    for natural_w, natural_h, shown_w, _shown_h, left in figs:
+        assert natural_w > 600 and natural_h > 300  # the PNG decoded, at a real size
+        assert left >= 0 and left + shown_w <= viewport  # fits the page: no horizontal scrolling
+        assert shown_w >= 0.6 * min(natural_w, viewport - 40)  # not shrunk into illegibility
+    shot = tmp_path / "figures.png"
+    height = sum(f[3] for f in figs) + 400
+    run_browser(
+        browser, page.as_uri(), tmp_path / "u2", f"--screenshot={shot}", f"--window-size=1400,{height}"
+    )
+    assert shot.is_file() and shot.read_bytes()[:4] == b"\x89PNG"
+    if os.environ.get("LAKESHIFT_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["LAKESHIFT_KEEP_SCREENSHOT"])
+    img = Image.open(shot).convert("RGB")
+    assert img.size[0] == 1400
+    counts = img.resize((350, img.size[1] // 4)).getcolors(maxcolors=1 << 24) or []
+    ink = sum(n for n, p in counts if min(p) < 200) / sum(n for n, _ in counts)
+    colours = {(r // 32, g // 32, b // 32) for _, (r, g, b) in counts}
+    assert ink > 0.03 and len(colours) > 20  # lines in many colours, not a blank or broken page

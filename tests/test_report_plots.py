@@ -105,6 +105,7 @@ def _figures(cells: report._Cells, keys: list, train: dict, ref=None) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_reference", [False, True])
 def test_legends_lie_outside_every_axes_and_each_other(cells20: tuple, with_reference: bool) -> None:
     cells, keys, train = cells20

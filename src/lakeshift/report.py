@@ -11,8 +11,17 @@ e.g. the ``--per-size`` subset, so that baseline and model rows share their n), 
   (verdict shares and partial credit per run and split) and ``faithfulness.*`` (CoT traces);
 * long-form CSVs with counts and 95% Wilson intervals: ``by_size.csv``, ``by_dinf.csv``, ``by_length.csv``;
 * plots ``fig_accuracy_vs_length``, ``fig_accuracy_vs_dinf``, ``fig_accuracy_vs_size``, ``fig_verdicts``
-  (``.png`` and ``.svg``);
+  (``.png`` and ``.svg``), small multiples readable at 20 runs: a row of panels per input format with shared
+  axes, colour = CoT format (the same in every figure), marker = run of the same formats, legends beside the
+  panels (never over data), reference policies grey, 95% Wilson bands only over points of
+  :data:`BAND_MIN_N` maps or more in panels of at most :data:`BAND_MAX_LINES` lines;
 * ``scored/<run>.jsonl`` (one scored record per map), ``report.html`` and ``warnings.txt``.
+
+With ``reference="paper"`` (:mod:`lakeshift.references`) the paper's published Qwen2.5-VL-7B numbers are
+added as rows of Tables 1, 3 and 5, labelled ``paper: Qwen2.5-VL-7B`` (moved aside if a local run has that
+name), with the columns the paper does not report (``Pooled``, the embedded column of Table 5) empty, and
+as dashed curves where the x-axis matches: accuracy vs size (Table 1) and vs d_inf on ``embed10-test``
+(Table 3), for the formats run locally (all of them with no local run).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ from lakeshift.analysis import Cell, RunKey, run_key, run_sort_key
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import atomic_write, write_jsonl
 from lakeshift.references import Reference
-from lakeshift.scoring import VERDICTS, ScoringMap, load_scoring_maps, read_predictions, score_predictions
+from lakeshift.scoring import VERDICTS, ScoringMap, load_scoring_maps, score_predictions
+from lakeshift.shards import read_prediction_set
 
 INPUT_NAMES = {"image": "Image", "desc": "Descr.", "table": "Table", "grid": "Grid", "baseline": "Baseline"}
 COT_NAMES = {
@@ -109,7 +119,7 @@ class Table:
         head = self.label_columns + self.flat_columns()
         lines = [f"**{self.title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for labels, values in self.rows:
-            lines.append("| " + " | ".join([*labels, *self._cells(values)]) + " |")
+            lines.append("| " + " | ".join([*map(_md, labels), *self._cells(values)]) + " |")
         return "\n".join(lines) + "\n"
 
     def to_csv(self) -> str:
@@ -178,10 +188,30 @@ class Table:
         return paths
 
 
+#: Markdown characters that could end a table cell or start formatting in a label (a model's name).
+_MD_SPECIAL = set("\\|`*[]<>")
+#: LaTeX's special characters, each replaced in one pass (so a backslash's braces are not escaped again).
+_TEX_SPECIAL = {
+    "\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$", "#": "\\#", "_": "\\_", "{": "\\{",
+    "}": "\\}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}",
+}  # fmt: skip
+
+
+def _md(s: str) -> str:
+    """A label as literal Markdown table-cell text (``|`` would split the cell, ``*`` start emphasis).
+
+    ``_`` is escaped only where it could open or close emphasis (next to a space or an end of the label), so
+    names such as ``grid__none`` stay as they are."""
+    s = " ".join(str(s).splitlines())
+    out = []
+    for i, ch in enumerate(s):
+        edge = i == 0 or i == len(s) - 1 or s[i - 1].isspace() or s[i + 1].isspace()
+        out.append("\\" + ch if ch in _MD_SPECIAL or (ch == "_" and edge) else ch)
+    return "".join(out)
+
+
 def _tex(s: str) -> str:
-    s = s.replace("\\", "\\textbackslash{}")
-    for ch in "&%$#_{}":
-        s = s.replace(ch, "\\" + ch)
+    s = "".join(_TEX_SPECIAL.get(ch, ch) for ch in " ".join(str(s).splitlines()))
     return s.replace("d\\_inf", "$d_\\infty$").replace("<=", "$\\leq$").replace(">=", "$\\geq$")
 
 
@@ -447,6 +477,9 @@ def _plt():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # SVG ids are random unless salted: a fixed salt (and no date, see _save) makes report folders of the
+    # same inputs byte-identical, so they can be compared with diff.
+    matplotlib.rcParams["svg.hashsalt"] = "lakeshift"
     return plt
 
 
@@ -455,7 +488,13 @@ def _save(fig: Any, out_dir: Path, stem: str) -> dict[str, Path]:
     for ext in ("png", "svg"):
         path = out_dir / f"{stem}.{ext}"
         with atomic_write(path, "wb") as f:
-            fig.savefig(f, format=ext, dpi=110 if ext == "png" else None, bbox_inches="tight")
+            fig.savefig(
+                f,
+                format=ext,
+                dpi=110 if ext == "png" else None,
+                bbox_inches="tight",
+                metadata={"Date": None} if ext == "svg" else None,
+            )
         paths[ext] = path
     _plt().close(fig)
     return paths
@@ -533,12 +572,20 @@ class _Styles:
             "linewidth": 1.4,
             "marker": self.markers.get(key, "o"),
             "ms": 3.5,
-            "label": f"{_cot_name(key)} ({_short(key[0])})",
+            "label": _model_label(key),
         }
 
 
 def _cot_name(key: RunKey) -> str:
     return COT_NAMES.get(key[2], key[2])
+
+
+def _model_label(key: RunKey) -> str:
+    """``CoT (model)`` for a legend whose panel names the input; a model name that only repeats the formats
+    (``arm/grid__none``) keeps what tells it apart (``arm``)."""
+    model, inp, cot = key
+    rest = model.replace(f"{inp}__{cot}", "").strip("/_- ") if f"{inp}__{cot}" in model else model
+    return f"{_cot_name(key)} ({_short(rest)})" if rest else _cot_name(key)
 
 
 def _short(name: str, limit: int = 30) -> str:
@@ -757,9 +804,9 @@ def fig_accuracy_vs_dinf(
             ax.set_ylim(-0.02, 1.02)
             if row == 0:
                 ax.set_title(str(split), fontsize=9)
+            ax.xaxis.set_major_locator(_integer_ticks())
             if row == len(inputs) - 1:
                 ax.set_xlabel("d_inf (start-goal distance)")
-                ax.xaxis.set_major_locator(_integer_ticks())
         axes[row][0].set_ylabel(f"{INPUT_NAMES.get(inp, inp)} input\naccuracy" if inp else "accuracy")
         _legend_beside(axes[row][-1], *_row_handles(axes[row]), ncols[row])
     note = f"; dashed: {reference.label}, {reference.sources.get('table3')}" if refs and reference else ""
@@ -828,6 +875,7 @@ def fig_accuracy_vs_size(
             if "id-test" in splits:
                 ax.axvline(6.5, color="0.6", linewidth=0.8)
             ax.set_ylim(-0.02, 1.02)
+            ax.xaxis.set_major_locator(_integer_ticks())
             if row == 0:
                 ax.set_title(title, fontsize=9)
             if row == len(inputs) - 1:
@@ -882,7 +930,8 @@ def fig_verdicts(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Any:
         ax.set_title(str(split), fontsize=9)
         ax.set_xlabel("share of maps", fontsize=8)
     axes[0][0].set_yticks(ys)
-    axes[0][0].set_yticklabels([_short(_run_name(r), 48) for r in keys], fontsize=6)
+    names = [_run_name(r) if r[1] == "baseline" else f"{run_labels(r)[0]} / {_model_label(r)}" for r in keys]
+    axes[0][0].set_yticklabels(names, fontsize=6)
     axes[0][0].invert_yaxis()
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, ncol=len(VERDICTS), loc="lower center", bbox_to_anchor=(0.5, 1.0))
@@ -937,12 +986,15 @@ class RunInput:
         maps_path: Its ``maps.jsonl``.
         defaults: Metadata for records that lack it (``model``, ``input_format``, ``cot_format``).
         name: File stem for ``scored/<name>.jsonl``.
+        paths: Every file of the set when it is split in shards (``lakeshift predict --shard``), read as
+            one by :func:`lakeshift.shards.read_prediction_set`; empty: ``path`` alone.
     """
 
     path: Path
     maps_path: Path
     defaults: dict[str, Any] = field(default_factory=dict)
     name: str = ""
+    paths: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -1068,7 +1120,7 @@ def _scoring_jobs(
     asked: dict[Path, dict[str, ScoringMap]] = {}
     for run in runs:
         mp = run.maps_path.resolve()
-        pf = read_predictions(run.path, maps_cache[mp], strict=strict)
+        pf = read_prediction_set(run.paths or [run.path], maps_cache[mp], strict=strict)
         warnings += pf.warnings
         jobs.append((run.name or run.path.stem, mp, maps_cache[mp], pf, run.defaults))
         asked.setdefault(mp, {}).update(selected_maps(maps_cache[mp], pf))
@@ -1218,6 +1270,15 @@ def _figures(
         if any(k[1] == ref.embed_split for k in cells.by_split_dinf) or not run_keys:
             dinf_note = f"; dashed on {ref.embed_split}: {ref.label} ({ref.sources.get('table3')})"
     length_note = " (the paper's Figure 4 is not tabulated: no reference curve)" if ref is not None else ""
+    if not run_keys:  # the reference alone: only the figures it has curves for
+        return {
+            "Accuracy vs start-goal distance (rows: input format" + dinf_note + ")": plot_accuracy_vs_dinf(
+                cells.by_split_dinf, run_keys, out, ref
+            ),
+            "Accuracy vs map size (rows: input format" + size_note + ")": plot_accuracy_vs_size(
+                cells.by_split_size, run_keys, out, ref
+            ),
+        }
     return {
         "Accuracy vs optimal path length (paper Figure 4; one panel per input format)"
         + length_note: plot_accuracy_vs_length(cells.by_length, run_keys, train_hist, out),
