@@ -94,7 +94,8 @@ def test_stray_words_are_unparseable_not_letters() -> None:
     ex = extract("\\boxed{PLAN: RIGHT}")
     assert ex.status == "unparseable"
     assert "PLAN" in ex.detail
-    assert extract("\\boxed{dull}").status == "unparseable"  # lower-case runs are not letter strings
+    # Lower-case letter runs are moves (issue 10: rrd = RRD), other lower-case words are not.
+    assert extract("\\boxed{plan}").status == "unparseable"
 
 
 def test_last_box_wins_and_braces_balance() -> None:

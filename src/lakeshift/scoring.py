@@ -4,8 +4,9 @@ Extraction modes (``compat``)
 -----------------------------
 * ``None`` (default, ours): the content of the **last** ``\\boxed{...}`` (braces balanced). Inside it, moves
   are words or letters in any case (``UP``, ``up``, ``Up``, ``U``, ``u``) separated by commas, semicolons,
-  whitespace or arrows (``->``, ``→``, ``\\to``, ``\\rightarrow``); a run of upper-case letters such as
-  ``RRDD`` is read letter by letter; ``\\text{...}`` wrappers and enclosing brackets or quotes are removed.
+  whitespace or arrows (``->``, ``→``, ``\\to``, ``\\rightarrow``); a run of letters such as ``RRDD`` or
+  ``rrdd`` is read letter by letter (``rrd`` = ``RRD`` = ``r, r, d``); ``\\text{...}`` wrappers and enclosing
+  brackets, braces (``\\boxed{{U, R}}``) or quotes are removed.
   Any other token makes the answer ``unparseable``: stray text never contributes letters.
 * ``"frozen_ood"``: the paper's evaluator exactly (``mathruler``'s ``extract_boxed_content`` and
   ``simulate_vsp``): the last ``\\boxed{`` with balanced braces (unbalanced or absent gives the string
@@ -15,7 +16,8 @@ Extraction modes (``compat``)
   ``Action Plan: ``; when neither occurs VSP reads from character 12, which we reproduce), split on ``,``,
   each part stripped of quotes, newlines, periods and spaces, and executed with gymnasium semantics: the
   episode **stops** at a hole (failure) or at the goal (success, whatever follows); a part that is not one of
-  ``L D R U`` fails the plan where it is met.
+  ``L D R U`` fails the plan where it is met. As in gymnasium's ``FrozenLake-v1`` (``max_episode_steps=100``),
+  the episode is cut after 100 moves: a plan that has not reached the goal by then fails (``stopped_short``).
 
 Rules and verdicts
 ------------------
@@ -79,8 +81,10 @@ _LETTER_TO_MOVE = {"U": "UP", "D": "DOWN", "L": "LEFT", "R": "RIGHT"}
 _ARROWS = re.compile(r"->|=>|→|⇒|⟶|\\(?:rightarrow|Rightarrow|to|longrightarrow)\b")
 _WRAPPERS = re.compile(r"\\(?:text|textbf|textit|texttt|mathrm|mathbf|mathtt|mbox)\s*\{([^{}]*)\}")
 _SEPARATORS = re.compile(r"[\s,;]+")
-_STRIP = "\"'`.()[]<>*$"
-_COMPACT = re.compile(r"[UDLR]+")
+_STRIP = "\"'`.()[]{}<>*$"
+_COMPACT = re.compile(r"[UDLR]+", re.IGNORECASE)
+#: gymnasium registers ``FrozenLake-v1`` with ``max_episode_steps=100``: VSP's episodes end there.
+VSP_MAX_STEPS = 100
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -230,7 +234,7 @@ def parse_moves(content: str) -> tuple[tuple[str, ...], str]:
         if move is not None:
             moves.append(move)
         elif _COMPACT.fullmatch(token):
-            moves.extend(_LETTER_TO_MOVE[ch] for ch in token)
+            moves.extend(_LETTER_TO_MOVE[ch] for ch in token.upper())
         else:
             return tuple(moves), f"not a move: {raw!r}"
     return tuple(moves), ""
@@ -315,8 +319,9 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
         # Partial credit that reads a failing model: does its plan at least start on a shortest path?
         after = m.step(m.start, moves[0])
         out["first_move_optimal"] = sm.distances.get(after, -1) == sm.distances[m.start] - 1
-    # vsp: gymnasium stops the episode at the goal or a hole, so only the moves up to it are executed.
-    rollout = m.simulate(_until_terminal(m, moves) if vsp else moves)
+    # vsp: gymnasium stops the episode at the goal or a hole, so only the moves up to it are executed, and
+    # its time limit truncates the episode after VSP_MAX_STEPS moves.
+    rollout = m.simulate(_until_terminal(m, moves[:VSP_MAX_STEPS]) if vsp else moves)
     out["final"] = list(rollout.final)
     out["off_edge_moves"] = rollout.off_edge_moves
     out["fell_at"] = rollout.fell_at
@@ -344,6 +349,8 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
         out["verdict"] = "passed_goal"
     else:
         out["verdict"] = "stopped_short"
+        if vsp and n_moves > VSP_MAX_STEPS:
+            out["detail"] = f"gym's {VSP_MAX_STEPS}-step episode limit: the moves after it were not run"
     return out
 
 

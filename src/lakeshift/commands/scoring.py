@@ -238,6 +238,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from lakeshift.report import fmt_summary
     from lakeshift.scoring import Prediction, PredictionsFile, load_scoring_maps, score_predictions, summarize
 
+    if args.cot is not None:
+        from lakeshift.traces import COT_FORMATS
+
+        if args.cot not in COT_FORMATS:
+            raise LakeshiftError(
+                f"--cot {args.cot!r}: unknown CoT format (expected one of {', '.join(COT_FORMATS)})"
+            )
     if args.cot and args.policy != "oracle":
         raise LakeshiftError("--cot is only meaningful with --policy oracle")
     if args.out:

@@ -2,8 +2,11 @@
 
 Standard library only (``urllib`` in worker threads driven by asyncio): requests run concurrently up to
 ``concurrency``; 429, 5xx and network errors are retried with exponential backoff and jitter (honouring
-``Retry-After``); other 4xx errors stop the run with the server's message. Images are sent as base64 PNG data
-URLs. The API key comes from an environment variable (``OPENAI_API_KEY`` by default), never the command line.
+``Retry-After``); other 4xx errors stop the run with the server's message (the API key, and anything shaped
+like one, redacted: servers echo keys back in "invalid key" errors). A reply without text (``content: null``,
+no choice) is retried like a server error, never recorded as an empty answer. Images are sent as base64 PNG
+data URLs. The API key comes from an environment variable (``OPENAI_API_KEY`` by default), never the command
+line.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import base64
 import json
 import os
 import random
+import re
 import urllib.error
 import urllib.request
 from typing import Any
@@ -21,6 +25,8 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.models.predict import Decoding, Emit, Generation, PromptItem
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+# Key-shaped strings a server may echo back: OpenAI-style keys (also partly masked) and bearer tokens.
+_KEY_PATTERN = re.compile(r"(sk-[A-Za-z0-9_*\-]{6,}|(?<=Bearer )[^\s\"',]+)")
 
 
 class _Retryable(Exception):
@@ -65,6 +71,12 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.timeout = timeout
         self.backoff = backoff
+
+    def redact(self, text: str) -> str:
+        """``text`` without the API key or anything shaped like one (for messages the user sees)."""
+        if self.api_key:
+            text = text.replace(self.api_key, "[redacted]")
+        return _KEY_PATTERN.sub("[redacted]", text)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -136,7 +148,7 @@ class OpenAIBackend:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as err:
-            detail = err.read().decode("utf-8", "replace")[:300]
+            detail = self.redact(err.read().decode("utf-8", "replace"))[:300]
             if err.code in RETRY_STATUS:
                 after = err.headers.get("Retry-After") if err.headers else None
                 try:
@@ -146,7 +158,21 @@ class OpenAIBackend:
                 raise _Retryable(f"HTTP {err.code}: {detail}", wait) from None
             raise LakeshiftError(f"{self.base_url}/chat/completions: HTTP {err.code}: {detail}") from None
         except (urllib.error.URLError, OSError, json.JSONDecodeError) as err:
-            raise _Retryable(f"{type(err).__name__}: {err}") from None
+            raise _Retryable(self.redact(f"{type(err).__name__}: {err}")) from None
+
+    def _generation(self, reply: Any) -> Generation:
+        """The text of a reply; a reply without any (``content: null``, no choices, an error object sent
+        with status 200) raises :class:`_Retryable`: servers send these under load or on a filtered turn."""
+        try:
+            choice = reply["choices"][0]
+            text = choice["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise _Retryable(f"unexpected reply {self.redact(str(reply))[:200]}") from None
+        if not isinstance(text, str):
+            reason = choice.get("finish_reason")
+            raise _Retryable(f"the reply has no text (content: {json.dumps(text)}, finish_reason: {reason})")
+        usage = reply.get("usage") or {}
+        return Generation(text, usage.get("completion_tokens"), choice.get("finish_reason"))
 
     async def _one(self, item: PromptItem, decoding: Decoding, gate: asyncio.Semaphore) -> Generation:
         body = self.payload(item, decoding)
@@ -154,7 +180,7 @@ class OpenAIBackend:
             for attempt in range(self.max_retries + 1):
                 try:
                     reply = await asyncio.to_thread(self._post, body)
-                    break
+                    return self._generation(reply)
                 except _Retryable as err:
                     if attempt == self.max_retries:
                         raise LakeshiftError(
@@ -162,13 +188,7 @@ class OpenAIBackend:
                         ) from None
                     delay = min(60.0, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
                     await asyncio.sleep(err.retry_after if err.retry_after is not None else delay)
-        try:
-            choice = reply["choices"][0]
-            text = choice["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError):
-            raise LakeshiftError(f"id {item.id}: unexpected response {str(reply)[:200]}") from None
-        usage = reply.get("usage") or {}
-        return Generation(text, usage.get("completion_tokens"), choice.get("finish_reason"))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _run(self, items: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
         gate = asyncio.Semaphore(self.concurrency)
