@@ -35,6 +35,7 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
@@ -189,17 +190,44 @@ class RewardScorer:
         return scored
 
 
-def trl_reward_funcs(weights: Mapping[str, float], cot: str | None) -> list[Callable[..., list[float]]]:
+def trl_reward_funcs(
+    weights: Mapping[str, float], cot: str | None, log_path: str | Path | None = None
+) -> list[Callable[..., list[float]]]:
     """One trl reward function per name in ``weights`` (order kept; pass the weights as ``reward_weights``).
 
     Each function is named after its reward, so trl logs ``rewards/<name>/mean``. The first one also logs
     ``success_rate`` (share of completions the scorer calls a success) through trl's ``log_metric`` hook,
-    whether or not ``success`` is among the rewards.
+    whether or not ``success`` is among the rewards, and, with ``log_path``, appends one JSON line per
+    completion to it: ``step`` (trl's ``trainer_state.global_step``), ``map_id``, ``verdict``, ``n_moves``,
+    ``n_chars``, ``rewards`` (each component) and ``reward`` (their weighted sum).
 
     Raises:
         LakeshiftError: (when called) a batch without the ``map`` column.
     """
     scorer = RewardScorer(cot, check_trace="faithful" in weights)
+    names = list(weights)
+
+    def log_rows(
+        scored: list[dict[str, Any]], completions: Sequence[Any], columns: Mapping[str, Any]
+    ) -> None:
+        state = columns.get("trainer_state")
+        step = getattr(state, "global_step", None)
+        ids = columns.get("map_id") or [None] * len(scored)
+        assert log_path is not None
+        with Path(log_path).open("a", encoding="utf-8") as f:
+            for sc, completion, mid in zip(scored, completions, ids, strict=True):
+                values = reward_values(sc, names)
+                row = {
+                    "step": step,
+                    "map_id": mid,
+                    "verdict": sc["verdict"],
+                    "n_moves": sc["n_moves"],
+                    "n_chars": len(completion_text(completion)),
+                    "rewards": values,
+                    "reward": round(sum(weights[k] * v for k, v in values.items()), 6),
+                }
+                f.write(json.dumps(row) + "\n")
+
     funcs = []
     for index, name in enumerate(weights):
 
@@ -219,6 +247,8 @@ def trl_reward_funcs(weights: Mapping[str, float], cot: str | None) -> list[Call
             log_metric = columns.get("log_metric")
             if _first and callable(log_metric) and scored:
                 log_metric("success_rate", sum(bool(s["success"]) for s in scored) / len(scored))
+            if _first and log_path is not None:
+                log_rows(scored, completions, columns)
             return [REWARDS[_name](s) for s in scored]
 
         func.__name__ = func.__qualname__ = name

@@ -68,8 +68,8 @@ def _register_train(subparsers: Any) -> None:
     p.add_argument(
         "--prompt",
         choices=PROMPTS,
-        default="mirage",
-        help=f"user message to train on (default mirage; recorded in run.json): {PROMPT_HELP}",
+        help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
+        f"run.json): {PROMPT_HELP}",
     )
     p.add_argument(
         "--preset",
@@ -122,14 +122,73 @@ def _register_train(subparsers: Any) -> None:
     )
     p.add_argument("--logging-steps", type=positive_int)
     p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
+    _register_grpo_options(p)
     p.set_defaults(handler=_train)
+
+
+# Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
+GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
+# SFT options that GRPO does not take.
+SFT_ONLY = ("preset", "max_length", "global_batch_size")
+
+
+def _register_grpo_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "reinforcement learning (--method grpo)",
+        "GRPO after SFT with trl's GRPOTrainer; --model must already generate (a run folder or checkpoint); "
+        "the rewards are lakeshift's scorer (lakeshift.rewards); --batch-size counts completions per device "
+        "(default: --num-generations, one prompt per step); --epochs passes over the prompts (default 1); "
+        "--lr default 1e-4 for runs of the named sizes, 1e-6 otherwise",
+    )
+    g.add_argument(
+        "--method",
+        choices=("sft", "grpo"),
+        default="sft",
+        help="sft (default): supervised fine-tuning; grpo: reinforcement learning from --model",
+    )
+    g.add_argument(
+        "--reward",
+        help="rewards and weights: success,format,progress (weight 1 each; the default) or "
+        "success=1,progress=0.5; names: success, format (a readable \\boxed{} list), progress (partial "
+        "credit), optimal (success in the fewest moves), faithful (the trace's maps agree with the moves)",
+    )
+    g.add_argument(
+        "--num-generations", type=positive_int, help="completions sampled per prompt (>= 2, default 8)"
+    )
+    g.add_argument(
+        "--max-completion-length",
+        type=positive_int,
+        help="tokens per completion (default: 1.25 x the longest reference completion + 16)",
+    )
+    g.add_argument("--temperature", type=positive_float, help="sampling temperature (default 1.0)")
+    g.add_argument("--top-p", type=probability, help="nucleus sampling (default 1.0)")
+    g.add_argument("--beta", type=nonnegative_float, help="KL coefficient to the initial model (default 0)")
 
 
 def _train(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, output_lock
     from lakeshift.models.train import options_from_dict, train
 
-    options = options_from_dict(vars(args))
+    values = vars(args)
+    if args.method == "grpo":
+        from lakeshift.models.grpo import options_from_dict as grpo_options
+        from lakeshift.models.grpo import resolve_grpo, train_grpo
+
+        for key in SFT_ONLY:
+            if values.get(key) is not None:
+                raise LakeshiftError(
+                    f"--{key.replace('_', '-')} is an SFT option; --method grpo does not take it"
+                )
+        options: Any = grpo_options(values)
+        resolve_grpo(options)  # every bad input fails here, before the output folder is touched
+        train = train_grpo
+    else:
+        for key in GRPO_ONLY:
+            if values.get(key) is not None:
+                raise LakeshiftError(
+                    f"--{key.replace('_', '-')} is a --method grpo option (this is --method sft)"
+                )
+        options = options_from_dict({**values, "prompt": args.prompt or "mirage"})
     data = Path(args.data)
     check_output(
         args.out, inputs=(data, data / args.split), kind="dir", previous=lambda d: True, what="run folder"

@@ -292,11 +292,18 @@ def _rows(sft: SftSet) -> list[dict[str, Any]]:
     return [{"messages": r["messages"]} for r in sft.records]
 
 
-def _progress_callback(metrics_path: Path, is_main: bool, budget: _TimeBudget | None = None) -> Any:
+def _progress_callback(
+    metrics_path: Path,
+    is_main: bool,
+    budget: _TimeBudget | None = None,
+    postfix: dict[str, str] | None = None,
+) -> Any:
     """A tqdm bar showing loss and real tokens/s, and a ``metrics.jsonl`` line per log event.
 
     With a time budget the run ends before its planned steps, so the bar counts seconds of the budget
-    (read from the budget's own clock) instead of steps (its ETA is then the budget's end)."""
+    (read from the budget's own clock) instead of steps (its ETA is then the budget's end). ``postfix`` maps
+    log keys to the labels the bar shows (default: ``{"loss": "loss"}``; GRPO shows its rewards)."""
+    shown = postfix or {"loss": "loss"}
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
 
@@ -336,8 +343,9 @@ def _progress_callback(metrics_path: Path, is_main: bool, budget: _TimeBudget | 
                 self.last = (now, float(tokens))
             with metrics_path.open("a", encoding="utf-8") as f:
                 f.write(dumps(row) + "\n")
-            if self.bar is not None and "loss" in logs:
-                post = {"loss": f"{logs['loss']:.4f}"}
+            values = {lab: logs[k] for k, lab in shown.items() if isinstance(logs.get(k), (int, float))}
+            if self.bar is not None and values:
+                post = {lab: f"{v:.4f}" for lab, v in values.items()}
                 if "tokens_per_s" in row:
                     post["tok/s"] = f"{row['tokens_per_s']:.0f}"
                 self.bar.set_postfix(post, refresh=False)
@@ -551,8 +559,14 @@ def _trainer_class(budget: _TimeBudget | None) -> Any:
 
     if budget is None:
         return SFTTrainer
+    return budget_trainer_class(SFTTrainer, budget)
 
-    class TimeBudgetSFTTrainer(SFTTrainer):
+
+def budget_trainer_class(base: Any, budget: _TimeBudget) -> Any:
+    """``base`` (a transformers ``Trainer`` class) whose learning rate decays with the budget's clock
+    (:meth:`_TimeBudget.lr_factor`); used by SFT and GRPO runs."""
+
+    class TimeBudgetTrainer(base):  # type: ignore[misc, valid-type]
         def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
             from torch.optim.lr_scheduler import LambdaLR
 
@@ -564,7 +578,7 @@ def _trainer_class(budget: _TimeBudget | None) -> Any:
                 self._created_lr_scheduler = True
             return self.lr_scheduler
 
-    return TimeBudgetSFTTrainer
+    return TimeBudgetTrainer
 
 
 def _last_checkpoint(out: Path) -> str | None:

@@ -1,0 +1,452 @@
+"""Reinforcement learning after SFT with trl's ``GRPOTrainer``, the scorer as the reward.
+
+``lakeshift train --method grpo --model RUN --data D --input grid --cot grid+desc
+--reward success,format,progress`` continues a model that can already generate (a lakeshift run folder,
+a checkpoint folder or a hub id; a named size such as ``tiny`` is a random model and is refused) with Group
+Relative Policy Optimization: for every prompt of the training split's SFT file it samples
+``--num-generations`` completions, scores each with :mod:`lakeshift.rewards` (lakeshift's own scorer:
+success, format, progress, optimal, faithful, weighted), and pushes up the ones better than their group's
+mean.
+
+The flow of :func:`train_grpo`:
+
+1. cheap checks (every bad input fails here, before any weights load): the initial model, its ``run.json``
+   (formats and prompt: the prompt defaults to the one it was trained on), the rewards and weights, the
+   batch arithmetic (completions per step divisible by ``--num-generations``);
+2. the prompts: the SFT file's system and user turns (same prompt variants as SFT, :func:`load_sft`), each
+   with its map as the dataset columns ``map`` (the ``maps.jsonl`` record, JSON) and ``map_id``, which trl
+   passes to the reward functions;
+3. ``run.json`` (the SFT record layout of :mod:`lakeshift.models.train`, plus ``method: grpo``, ``init``:
+   the initial model and its own run record, ``rewards``: the weights, and every GRPO setting);
+4. ``GRPOTrainer`` (LoRA through peft, accelerate for several processes, ``--max-minutes`` with the SFT
+   time budget and its clock-annealed learning rate, checkpoints and ``--resume``);
+5. the final model in ``OUT/model`` (LoRA merged), which ``lakeshift predict`` loads like an SFT run.
+
+Logged per step (``metrics.jsonl`` and the progress bar): ``reward`` (the weighted sum),
+``rewards/<name>/mean`` per component, ``success_rate`` (the scorer's successes among the sampled
+completions, whatever the rewards), ``completions/mean_length`` (tokens) and trl's other statistics; and
+one line per sampled completion in ``completions.jsonl`` (step, map id, verdict, each reward).
+
+Defaults: 8 generations per prompt at temperature 1.0, one prompt group per optimizer step (batch =
+``--num-generations`` completions), 1 epoch over the prompts, no KL term (``beta`` 0, trl's default),
+learning rate 1e-4 for lakeshift's from-scratch named sizes (their SFT used 1e-3) and trl's 1e-6 for other
+checkpoints, ``max_completion_length`` 1.25 x the longest reference completion in model tokens + 16 (as
+``lakeshift predict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+from lakeshift.models.data import SftSet, load_images, load_sft, prompt_turns, reference_completion
+from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model
+from lakeshift.rewards import parse_rewards, trl_reward_funcs
+
+METHODS = ("sft", "grpo")
+#: Learning rates when ``--lr`` is not given: named-size runs were trained from scratch at 1e-3.
+LR_NAMED = 1e-4
+LR_CHECKPOINT = 1e-6
+# The GRPOConfig fields recorded in run.json (with the defaults trl filled in).
+GRPO_CONFIG_KEYS = (
+    "num_generations", "generation_batch_size", "steps_per_generation", "max_completion_length",
+    "temperature", "top_p", "top_k", "beta", "num_iterations", "epsilon", "epsilon_high", "loss_type",
+    "scale_rewards", "multi_objective_aggregation", "reward_weights", "mask_truncated_completions",
+    "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "num_train_epochs", "max_steps", "seed", "bf16",
+    "activation_checkpointing", "shuffle_dataset",
+)  # fmt: skip
+
+
+@dataclass
+class GrpoOptions:
+    """Everything ``lakeshift train --method grpo`` accepts (``None``: a default described in the module)."""
+
+    data: str
+    input_format: str
+    cot_format: str
+    model: str
+    out: str
+    split: str = "id-train"
+    prompt: str | None = None
+    reward: str = "success,format,progress"
+    num_generations: int = 8
+    max_completion_length: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    beta: float = 0.0
+    epochs: float | None = None
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    batch_size: int | None = None
+    grad_accum: int | None = None
+    lr: float | None = None
+    warmup_steps: int | None = None
+    weight_decay: float | None = None
+    seed: int = 0
+    limit: int | None = None
+    sizes: list[int] | None = None
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    bf16: bool | None = None
+    gradient_checkpointing: bool | None = None
+    save_steps: int | None = None
+    logging_steps: int | None = None
+    resume: bool = False
+
+
+def options_from_dict(values: dict[str, Any]) -> GrpoOptions:
+    """A :class:`GrpoOptions` from a dict (argparse namespace vars), ignoring unrelated keys and ``None``
+    for options that have a non-``None`` default."""
+    fields = {f.name: f for f in dataclasses.fields(GrpoOptions)}
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            continue
+        if value is None and fields[key].default is not None:
+            continue
+        kwargs[key] = value
+    return GrpoOptions(**kwargs)
+
+
+def init_run_record(model: str) -> dict[str, Any]:
+    """The ``run.json`` of the initial model when it is a lakeshift run folder, else ``{}``."""
+    run = Path(model) / RUN_FILE
+    if not run.is_file():
+        return {}
+    try:
+        record = json.loads(run.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise LakeshiftError(f"{run}: malformed JSON ({err.msg})") from None
+    if not isinstance(record, dict):
+        raise LakeshiftError(f"{run}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def check_init_model(model: str) -> ModelSpec:
+    """Resolves ``--model`` for GRPO: it must already generate (a run folder, checkpoint or hub id).
+
+    Raises:
+        LakeshiftError: a named size (random weights), an unfinished run, or an unknown model.
+    """
+    spec = resolve_model(model)
+    if spec.kind == "named":
+        raise LakeshiftError(
+            f"--method grpo --model {model}: a named size is a model with random weights, which cannot "
+            "generate an answer to reward; pass a trained run folder (lakeshift train --out RUN) or a "
+            "checkpoint"
+        )
+    return spec
+
+
+def resolve_grpo(opts: GrpoOptions) -> tuple[GrpoOptions, ModelSpec, dict[str, Any], dict[str, float]]:
+    """The cheap checks of step 1: returns the options with the prompt resolved, the model, its run record
+    and the reward weights.
+
+    Raises:
+        LakeshiftError: any bad input (see :func:`check_init_model`, :func:`lakeshift.rewards.parse_rewards`).
+    """
+    weights = parse_rewards(opts.reward, cot=opts.cot_format)
+    if opts.num_generations < 2:
+        raise LakeshiftError(
+            f"--num-generations {opts.num_generations}: GRPO compares completions of the same prompt, "
+            "so it needs at least 2"
+        )
+    for option, value in (("--temperature", opts.temperature), ("--top-p", opts.top_p)):
+        if not value > 0:
+            raise LakeshiftError(f"{option} {value}: must be > 0 (GRPO samples its completions)")
+    spec = check_init_model(opts.model)
+    check_modality(spec, opts.input_format)
+    init = init_run_record(opts.model)
+    for key, flag, value in (
+        ("input_format", "--input", opts.input_format),
+        ("cot_format", "--cot", opts.cot_format),
+    ):
+        if init.get(key) is not None and init[key] != value:
+            raise LakeshiftError(
+                f"{flag} {value}: the initial model {opts.model} was trained on {key} {init[key]!r} "
+                "(GRPO continues the format the model writes)"
+            )
+    prompt = opts.prompt or init.get("prompt") or "mirage"
+    batch = opts.batch_size or opts.num_generations
+    per_step = batch * (opts.grad_accum or 1)
+    if per_step % opts.num_generations:
+        raise LakeshiftError(
+            f"--batch-size {batch} x --grad-accum {opts.grad_accum or 1} = {per_step} completions per step: "
+            f"not a multiple of --num-generations {opts.num_generations} (each prompt's group must be whole)"
+        )
+    return dataclasses.replace(opts, prompt=prompt), spec, init, weights
+
+
+def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
+    """The GRPO dataset: ``prompt`` (system + user turns), ``map`` (the map record, JSON), ``map_id``, and
+    ``images`` for image input.
+
+    Raises:
+        LakeshiftError: the split has no ``maps.jsonl`` or it lacks one of the records' ids.
+    """
+    from lakeshift.models.train import _as_parts
+    from lakeshift.suites import load_maps
+
+    maps_file = sft.split_dir / "maps.jsonl"
+    if not maps_file.is_file():
+        raise LakeshiftError(
+            f"--method grpo needs {maps_file} (the maps the reward simulates), which is missing"
+        )
+    by_id = {str(m["id"]): m for m in load_maps(maps_file)}
+    rows = []
+    for rec in sft.records:
+        if rec["id"] not in by_id:
+            raise LakeshiftError(f"{sft.path}: id {rec['id']!r} is not in {maps_file}")
+        row: dict[str, Any] = {"map_id": rec["id"], "map": json.dumps(by_id[rec["id"]], ensure_ascii=False)}
+        if sft.input_format == "image":
+            row["prompt"] = _as_parts(prompt_turns(rec))
+            row["images"] = load_images(sft.split_dir, rec)
+        else:
+            row["prompt"] = prompt_turns(rec)
+        rows.append(row)
+    return rows
+
+
+def default_completion_length(sft: SftSet, tokenizer: Any) -> int:
+    """1.25 x the longest reference completion of the SFT file in model tokens, + 16 (as predict)."""
+    refs = sorted((c for c in (reference_completion(r) for r in sft.records) if c), key=len, reverse=True)
+    if not refs:
+        raise LakeshiftError(f"{sft.path}: no reference completions to size it; pass --max-completion-length")
+    longest = max(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in refs[:8])
+    return math.ceil(1.25 * longest) + 16
+
+
+def resolve_grpo_hparams(
+    opts: GrpoOptions, init: dict[str, Any], n_prompts: int, world: int, cuda: bool
+) -> dict[str, Any]:
+    """Every setting of the run (recorded in ``run.json``; checked on ``--resume``)."""
+    from lakeshift.models.train import cpu_has_bf16
+
+    named = (init.get("model") or {}).get("kind") == "named"
+    batch = opts.batch_size or opts.num_generations
+    grad_accum = opts.grad_accum or 1
+    epochs = opts.epochs if opts.epochs is not None else 1.0
+    per_step = batch * grad_accum * world
+    total = opts.max_steps or max(1, math.ceil(n_prompts * opts.num_generations * epochs / per_step))
+    return {
+        "method": "grpo",
+        "num_generations": opts.num_generations,
+        "max_completion_length": opts.max_completion_length,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "beta": opts.beta,
+        "epochs": epochs,
+        "max_steps": opts.max_steps or -1,
+        "max_minutes": opts.max_minutes,
+        "batch_size": batch,
+        "grad_accum": grad_accum,
+        "prompts_per_step": per_step // opts.num_generations,
+        "lr": opts.lr if opts.lr is not None else (LR_NAMED if named else LR_CHECKPOINT),
+        "warmup_steps": opts.warmup_steps or 0,
+        "weight_decay": opts.weight_decay if opts.weight_decay is not None else 0.0,
+        "seed": opts.seed,
+        "bf16": opts.bf16 if opts.bf16 is not None else (cuda or cpu_has_bf16()),
+        "gradient_checkpointing": bool(opts.gradient_checkpointing) if opts.gradient_checkpointing else False,
+        "lora": {"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
+        "save_steps": opts.save_steps or max(1, -(-total // 5)),
+        "logging_steps": opts.logging_steps or 1,
+    }
+
+
+def _grpo_config(out: Path, hp: dict[str, Any], weights: dict[str, float], cuda: bool) -> Any:
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out),
+        num_generations=hp["num_generations"],
+        max_completion_length=hp["max_completion_length"],
+        temperature=hp["temperature"],
+        top_p=hp["top_p"],
+        beta=hp["beta"],
+        reward_weights=list(weights.values()),
+        num_train_epochs=hp["epochs"],
+        max_steps=hp["max_steps"],
+        per_device_train_batch_size=hp["batch_size"],
+        gradient_accumulation_steps=hp["grad_accum"],
+        learning_rate=hp["lr"],
+        warmup_steps=hp["warmup_steps"],
+        weight_decay=hp["weight_decay"],
+        lr_scheduler_type="linear",
+        optim="adamw_torch_fused" if cuda else "adamw_torch",
+        bf16=hp["bf16"],
+        activation_checkpointing=hp["gradient_checkpointing"],
+        seed=hp["seed"],
+        data_seed=hp["seed"],
+        logging_steps=hp["logging_steps"],
+        save_strategy="steps",
+        save_steps=hp["save_steps"],
+        save_total_limit=2,
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        use_cpu=not cuda,
+        log_completions=False,
+        remove_unused_columns=False,
+    )
+
+
+def train_grpo(opts: GrpoOptions) -> Path:
+    """Runs GRPO from an initial model; returns the final model folder (``OUT/model``).
+
+    Raises:
+        LakeshiftError: any bad input, before the model is loaded.
+    """
+    from lakeshift.models.train import (
+        _check_resume,
+        _last_checkpoint,
+        _progress_callback,
+        _run_record,
+        _TimeBudget,
+        _write_run,
+        budget_trainer_class,
+    )
+
+    out = Path(opts.out)
+    # 1. Cheap checks.
+    opts, spec, init, weights = resolve_grpo(opts)
+    assert opts.prompt is not None
+    sft = load_sft(
+        opts.data, opts.split, opts.input_format, opts.cot_format, sizes=opts.sizes, limit=opts.limit,
+        prompt=opts.prompt,
+    )  # fmt: skip
+    rows = prompt_rows(sft)
+    if (out / "model").exists() and not opts.resume:
+        raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
+    if (out / RUN_FILE).is_file() and not opts.resume:
+        raise LakeshiftError(f"--out {out}: holds an unfinished run; pass --resume to continue it")
+    if Path(opts.model).resolve() == out.resolve():
+        raise LakeshiftError(f"--out {out}: is the initial model's folder; choose another one")
+
+    import torch
+    from accelerate import PartialState
+
+    from lakeshift.models.registry import freeze_vision_tower, load_model, load_processing, tokenizer_of
+
+    cuda = torch.cuda.is_available()
+    state = PartialState()
+    is_main, world = state.is_main_process, state.num_processes
+    processing = load_processing(spec)
+    hp = resolve_grpo_hparams(opts, init, len(rows), world, cuda)
+    if hp["max_completion_length"] is None:
+        hp["max_completion_length"] = default_completion_length(sft, tokenizer_of(processing))
+    hp["rewards"] = weights
+    distributed = {
+        "world_size": world,
+        "distributed_type": str(state.distributed_type).rsplit(".", 1)[-1],
+        "per_device_batch_size": hp["batch_size"],
+        "grad_accum": hp["grad_accum"],
+        "global_batch_size": hp["batch_size"] * hp["grad_accum"] * world,
+    }
+    record = _run_record(opts, spec, sft, hp)  # type: ignore[arg-type]  # the fields it reads are shared
+    record.update(
+        method="grpo",
+        rewards=weights,
+        distributed=distributed,
+        init={
+            "model": opts.model,
+            "path": str(Path(spec.source).resolve()) if spec.kind == "path" and spec.source else spec.source,
+            "run": {
+                k: init[k]
+                for k in ("kind", "method", "model", "data", "prompt", "hparams", "git")
+                if k in init
+            },
+        },
+    )
+    if opts.resume:
+        record = _check_resume(out, record)
+    state.wait_for_everyone()
+    out.mkdir(parents=True, exist_ok=True)
+    if is_main:
+        _write_run(out, record)
+
+    # 2. Model (the prompts were built above).
+    dtype = torch.bfloat16 if cuda else torch.float32
+    model = load_model(spec, dtype=dtype)
+    if spec.vision:
+        record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
+    peft_config = None
+    if hp["lora"]:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=hp["lora"]["r"],
+            lora_alpha=hp["lora"]["alpha"],
+            lora_dropout=hp["lora"]["dropout"],
+            target_modules="all-linear",
+            exclude_modules=r".*visual.*" if spec.vision else None,
+            task_type="CAUSAL_LM",
+        )
+    record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
+
+    # 3. Train.
+    from datasets import Dataset
+    from transformers import PrinterCallback
+    from transformers.utils import logging as hf_logging
+    from trl import GRPOTrainer
+
+    budget = _TimeBudget(hp["max_minutes"], world) if hp["max_minutes"] else None
+    trainer_cls = GRPOTrainer if budget is None else budget_trainer_class(GRPOTrainer, budget)
+    completions_log = out / (
+        "completions.jsonl" if is_main else f"completions-rank{state.process_index}.jsonl"
+    )
+    args = _grpo_config(out, hp, weights, cuda)
+    trainer = trainer_cls(
+        model=model,
+        reward_funcs=trl_reward_funcs(weights, opts.cot_format, log_path=completions_log),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=processing,
+        peft_config=peft_config,
+    )
+    record["grpo_config"] = {k: getattr(args, k) for k in GRPO_CONFIG_KEYS if hasattr(args, k)}
+    trainer.remove_callback(PrinterCallback)
+    hf_logging.disable_progress_bar()
+    shown = {"reward": "reward", "success_rate": "success", "completions/mean_length": "len"}
+    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, budget, postfix=shown))
+    if budget is not None:
+        trainer.add_callback(budget.callback())
+    record["model"]["n_trainable_params"] = sum(
+        p.numel() for p in trainer.model.parameters() if p.requires_grad
+    )
+    if is_main:
+        _write_run(out, record)
+    start = time.time()
+    result = trainer.train(resume_from_checkpoint=_last_checkpoint(out) if opts.resume else None)
+
+    # 4. The final model (merged when LoRA) with its tokenizer/processor.
+    final = out / "model"
+    if hp["lora"]:
+        trainer.save_model(str(out / "adapter"))
+        merged = trainer.model.merge_and_unload() if is_main else None
+        if merged is not None:
+            merged.save_pretrained(str(final))
+    else:
+        trainer.save_model(str(final))
+    if is_main:
+        processing.save_pretrained(str(final))
+        record.update(
+            status="done",
+            finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            train_seconds=round(time.time() - start, 2),
+            global_step=trainer.state.global_step,
+            stopped_by_time_budget=budget is not None and budget.stopped_at is not None,
+            train_metrics={k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
+        )
+        _write_run(out, record)
+    state.wait_for_everyone()
+    print(f"lakeshift train: GRPO log of every sampled completion in {completions_log}", file=sys.stderr)
+    return final
