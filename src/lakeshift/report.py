@@ -732,9 +732,12 @@ def fig_accuracy_vs_length(
             )
             _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
         if train_hist:
-            ax.axvline(
-                max(train_hist), color="0.4", linestyle=(0, (1, 2)), linewidth=1, label="longest train"
-            )
+            # Shaded, not a line: lines are runs (and dashed ones are the paper's).
+            longest = max([*train_hist, *(int(k[1]) for k in by_length if k[1] is not None)])
+            if longest > max(train_hist):
+                ax.axvspan(
+                    max(train_hist) + 0.5, longest + 0.5, color="0.92", zorder=0, label="longer than training"
+                )
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel("accuracy")
         ax.set_title(f"{INPUT_NAMES.get(inp, inp)} input" if inp else "reference policies", fontsize=9)
