@@ -239,3 +239,95 @@ def test_grpo_raises_the_success_rate_that_sft_left_low(tmp_path):
     assert after >= before + 0.4, (before, after)
     curve = [m["rewards/success/mean"] for m in rows(grpo / "metrics.jsonl") if "reward" in m]
     assert sum(curve[-10:]) / 10 > sum(curve[:10]) / 10 + 0.3, curve
+
+
+# ----- studies: SFT -> GRPO ---------------------------------------------------------------------------------
+STUDY = """\
+name: rl
+data:
+  splits:
+    - name: id-train
+      train: true
+      groups: [{size: 3, count: 4, hole_prob: 0.2}]
+    - name: id-test
+      exclude: [id-train]
+      groups: [{size: 3, count: 2, hole_prob: 0.2}]
+  inputs: [grid]
+  cots: [none, grid]
+train: {model: micro, prompt: map-only, epochs: 1, lr: 5e-3, seed: 3}
+predict: {splits: [id-test]}
+models:
+  - {input: grid, cot: none}
+  - {method: grpo, init: grid__none, train: {reward: "success=1,progress=0.5", num_generations: 4,
+      max_steps: 2}}
+  - {input: grid, cot: grid}
+"""
+
+
+def plan(tmp_path: Path, text: str):
+    from lakeshift.experiments import load_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(text)
+    return load_study(path, workdir=tmp_path / "work")
+
+
+def test_a_study_chains_sft_then_grpo(tmp_path):
+    study = plan(tmp_path, STUDY)
+    names = [(s.kind, s.name) for s in study.stages]
+    sft, grpo = names.index(("train", "grid__none")), names.index(("train", "grid__none+grpo"))
+    assert sft < grpo < names.index(("predict", "grid__none+grpo/id-test"))
+    stage = study.stages[grpo]
+    argv = stage.argv
+    assert argv[:3] == ["train", "--method", "grpo"]
+    assert argv[argv.index("--model") + 1] == str(tmp_path / "work" / "models" / "grid__none")
+    assert (
+        argv[argv.index("--cot") + 1] == "none"
+        and argv[argv.index("--reward") + 1] == "success=1,progress=0.5"
+    )
+    # Only split and seed come from the study's SFT defaults.
+    assert argv[argv.index("--seed") + 1] == "3" and "--epochs" not in argv and "--prompt" not in argv
+    predict = study.stages[names.index(("predict", "grid__none+grpo/id-test"))].argv
+    assert predict[predict.index("--name") + 1] == "grid__none+grpo"
+
+    # Retraining the init (another SFT setting) changes the GRPO key too; the other SFT model keeps its key.
+    before = {s.name: s.key for s in study.stages}
+    changed = STUDY.replace(
+        "  - {input: grid, cot: none}\n", "  - {input: grid, cot: none, train: {epochs: 2}}\n"
+    )
+    after = {s.name: s.key for s in plan(tmp_path, changed).stages}
+    assert (
+        after["grid__none"] != before["grid__none"] and after["grid__none+grpo"] != before["grid__none+grpo"]
+    )
+    assert after["grid__grid"] == before["grid__grid"]
+    # A GRPO setting changes the GRPO stage only.
+    changed = STUDY.replace("max_steps: 2", "max_steps: 3")
+    after = {s.name: s.key for s in plan(tmp_path, changed).stages}
+    assert (
+        after["grid__none"] == before["grid__none"] and after["grid__none+grpo"] != before["grid__none+grpo"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("{method: grpo, init: grid__grid}", "'grid__grid' is not an earlier trained model entry"),
+        ("{method: grpo}", "method: grpo needs 'init'"),
+        ("{method: ppo, init: grid__none}", "unknown method 'ppo'"),
+        ("{input: grid, cot: none, init: grid__none}", "'init' is for method: grpo"),
+        ("{method: grpo, init: grid__none, cot: grid}", "differs from its init 'grid__none'"),
+        ("{method: grpo, init: grid__none, train: {reward: succes}}", "unknown reward 'succes'"),
+        ("{method: grpo, init: grid__none, train: {num_generations: 1}}", "at least 2 completions"),
+        ("{method: grpo, init: grid__none, train: {preset: paper}}", "unknown key 'preset'"),
+        ("{method: grpo, init: grid__none, model: micro}", "starts from its 'init' entry's model"),
+    ],
+)
+def test_bad_grpo_entries_name_key_and_line(tmp_path, entry, message):
+    from lakeshift.errors import LakeshiftError
+
+    grpo = STUDY[STUDY.index("  - {method: grpo") : STUDY.index("  - {input: grid, cot: grid}")]
+    text = STUDY.replace(grpo, f"  - {entry}\n")
+    text = text.replace("  - {input: grid, cot: grid}\n", "") + "  - {input: grid, cot: grid}\n"
+    with pytest.raises(LakeshiftError, match=r"study\.yaml:") as err:
+        plan(tmp_path, text)
+    assert message in str(err.value)

@@ -86,7 +86,20 @@ PREDICT_KEYS = {
 }  # fmt: skip
 MODEL_KEYS = {
     "name": str, "input": str, "cot": str, "zero_shot": bool, "model": str, "backend": str, "base_url": str,
-    "train": dict, "predict": dict,
+    "train": dict, "predict": dict, "method": str, "init": str,
+}  # fmt: skip
+# The `train:` keys of a `method: grpo` entry (lakeshift train --method grpo options). GRPO entries take only
+# `split` and `seed` from the study's `train:` defaults, which are SFT hyper-parameters.
+GRPO_TRAIN_KEYS = {
+    "split": str, "seed": int, "prompt": str, "reward": str, "num_generations": int,
+    "max_completion_length": int, "temperature": (int, float), "top_p": (int, float),
+    "beta": (int, float, str), "epochs": (int, float), "max_steps": int, "max_minutes": (int, float),
+    "batch_size": int, "grad_accum": int, "lr": (int, float, str), "warmup_steps": int,
+    "weight_decay": (int, float, str), "limit": int, "lora": bool,
+}  # fmt: skip
+GRPO_NUMBERS = {
+    "num_generations": "positive_int", "max_completion_length": "positive_int",
+    "temperature": "positive_float", "top_p": "probability", "beta": "nonnegative_float",
 }  # fmt: skip
 REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str}
 # The range every numeric key must be in (lakeshift.config.NUMBER_RULES), checked with the types above, so a
@@ -208,6 +221,63 @@ def _options_to_argv(options: Mapping[str, Any]) -> list[str]:
     return argv
 
 
+def _grpo_init(
+    cfg: SourcedConfig, entry: Mapping[str, Any], where: str, trained: Mapping[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The init model of a ``method: grpo`` entry (``None`` for SFT and zero-shot entries).
+
+    Raises:
+        LakeshiftError: an unknown method, ``init`` without ``method: grpo`` (or the reverse), an init that
+            is not an earlier trained entry, formats that differ from the init's, or a ``model`` key.
+    """
+    method = entry.get("method", "sft")
+    if method not in ("sft", "grpo"):
+        raise cfg.error(f"{where}.method", f"unknown method {method!r} (known: sft, grpo)")
+    if method == "sft":
+        if "init" in entry:
+            raise cfg.error(f"{where}.init", "'init' is for method: grpo (the model GRPO starts from)")
+        return None
+    if entry.get("zero_shot"):
+        raise cfg.error(
+            f"{where}.method", "a zero-shot model is not trained: method grpo needs a trained init"
+        )
+    if not entry.get("init"):
+        raise cfg.error(where, "method: grpo needs 'init': the name of an earlier model entry to start from")
+    if "model" in entry:
+        raise cfg.error(f"{where}.model", "method: grpo starts from its 'init' entry's model, not 'model'")
+    name = entry["init"]
+    if name not in trained:
+        known = ", ".join(trained) or "none"
+        raise cfg.error(
+            f"{where}.init", f"{name!r} is not an earlier trained model entry (trained so far: {known})"
+        )
+    init = trained[name]
+    for key, field_name in (("input", "input"), ("cot", "cot")):
+        if key in entry and entry[key] != init[field_name]:
+            raise cfg.error(
+                f"{where}.{key}",
+                f"{entry[key]!r} differs from its init {name!r} ({init[field_name]!r}); GRPO continues "
+                "the format the model writes",
+            )
+    return init
+
+
+def _check_grpo_train(cfg: SourcedConfig, tcfg: Mapping[str, Any], cot: str, where: str) -> None:
+    """The GRPO options of a ``method: grpo`` entry: numbers in range, rewards that parse."""
+    for key, rule in GRPO_NUMBERS.items():
+        if tcfg.get(key) is not None:
+            cfg.check_number(f"{where}.{key}", tcfg[key], rule)
+    if tcfg.get("num_generations") is not None and tcfg["num_generations"] < 2:
+        raise cfg.error(f"{where}.num_generations", "GRPO needs at least 2 completions per prompt")
+    if tcfg.get("reward") is not None:
+        from lakeshift.rewards import parse_rewards
+
+        try:
+            parse_rewards(str(tcfg["reward"]), cot=cot, option="reward:")
+        except LakeshiftError as err:
+            raise cfg.error(f"{where}.reward", str(err)) from None
+
+
 def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -> Study:
     """Validates a study config and turns it into stages; nothing is run.
 
@@ -296,11 +366,15 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         raise cfg.error("models", "the study has no models")
     seen_names: set[str] = set()
     predict_stages: list[Stage] = []
+    trained: dict[str, dict[str, Any]] = {}  # trained model name -> key, run folder, formats (for `init`)
     for i, entry in enumerate(models):
         where = f"models[{i}]"
         if not isinstance(entry, Mapping):
             raise cfg.error(where, "expected a mapping with at least 'input' and 'cot'")
         _check_keys(cfg, entry, MODEL_KEYS, where)
+        init = _grpo_init(cfg, entry, where, trained)
+        if init is not None:  # a GRPO entry continues its init's formats
+            entry = {"input": init["input"], "cot": init["cot"], **entry}
         for required in ("input", "cot"):
             if required not in entry:
                 raise cfg.error(where, f"missing key {required!r}")
@@ -326,14 +400,23 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + (
             "__zero-shot" if zero_shot else ""
         )
+        if init is not None:
+            # Named after its init, so the report's rows sort SFT, then SFT+GRPO, side by side.
+            mname = entry.get("name") or f"{entry['init']}+grpo"
         if mname in seen_names:
             raise cfg.error(
                 f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
             )
         seen_names.add(mname)
-        tcfg = {**train_defaults, **(entry.get("train") or {})}
-        _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
-        for key in ("lr", "weight_decay"):
+        if init is not None:
+            tcfg = {k: train_defaults[k] for k in ("split", "seed") if k in train_defaults}
+            tcfg.update(entry.get("train") or {})
+            _check_keys(cfg, entry.get("train") or {}, GRPO_TRAIN_KEYS, f"{where}.train")
+            _check_grpo_train(cfg, entry.get("train") or {}, entry["cot"], f"{where}.train")
+        else:
+            tcfg = {**train_defaults, **(entry.get("train") or {})}
+            _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
+        for key in ("lr", "weight_decay", "beta"):
             if key in tcfg:
                 tcfg[key] = _number(cfg, tcfg[key], f"{where}.train.{key}")
         tsplit = tcfg.get("split", "id-train")
@@ -356,6 +439,17 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
                 raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
             model_ref = entry["model"]
             model_key = _hash({"zero_shot": model_ref, "backend": backend})
+        elif init is not None:
+            # The init's key is part of this key: retraining the SFT model redoes its GRPO stage.
+            model_key = _hash({"grpo": init["key"], "data": gen_key, **tcfg})
+            run_dir = workdir / "models" / mname
+            argv = ["train", "--method", "grpo", "--data", str(data_dir), "--input", entry["input"]]
+            argv += ["--cot", entry["cot"], "--model", str(init["run_dir"]), "--out", str(run_dir)]
+            argv += _options_to_argv(tcfg)
+            stages.append(
+                Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
+            )
+            model_ref = str(run_dir)
         else:
             model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
             model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
@@ -376,6 +470,13 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
                 Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
             )
             model_ref = str(run_dir)
+        if not zero_shot:
+            trained[mname] = {
+                "key": model_key,
+                "run_dir": run_dir,
+                "input": entry["input"],
+                "cot": entry["cot"],
+            }
 
         splits = pcfg.get("splits") or ["id-test"]
         for s in splits:
