@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,12 @@ def _register_train(subparsers: Any) -> None:
         "of different lengths, each fully annealed)",
     )
     p.add_argument("--batch-size", type=positive_int, help="per-device batch size")
+    p.add_argument(
+        "--global-batch-size",
+        type=positive_int,
+        help="maps per optimizer step over all processes: sets the per-device batch to N / (processes x "
+        "gradient accumulation), which must divide exactly (same recipe on 1 or 8 GPUs)",
+    )
     p.add_argument("--grad-accum", type=positive_int, help="gradient accumulation steps")
     p.add_argument("--lr", type=positive_float, help="peak learning rate")
     p.add_argument("--warmup-steps", type=nonnegative_int)
@@ -193,9 +201,13 @@ def _train(args: argparse.Namespace) -> int:
     check_output(
         args.out, inputs=(data, data / args.split), kind="dir", previous=lambda d: True, what="run folder"
     )
-    with output_lock(args.out, "lakeshift train"):  # one trainer per run folder
+    # One trainer per run folder; under `accelerate launch` the ranks of one run are that trainer, and rank 0
+    # (the only one that writes there) holds the lock for them all.
+    rank = int(os.environ.get("RANK", "0") or 0)
+    with output_lock(args.out, "lakeshift train") if rank == 0 else contextlib.nullcontext():
         final = train(options)
-    print(f"lakeshift train: model saved to {final}", file=sys.stderr)
+    if rank == 0:
+        print(f"lakeshift train: model saved to {final}", file=sys.stderr)
     return 0
 
 
@@ -227,6 +239,13 @@ def _register_predict(subparsers: Any) -> None:
         help=f"default: the run's (run.json), else mirage; recorded in every row. {PROMPT_HELP}",
     )
     p.add_argument("--out", required=True, help="predictions JSONL (appended to; finished ids are skipped)")
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="answer only part I of N of the selected maps (every N-th map from the I-th, I = 1..N), into "
+        "its own file: --out P.jsonl writes P.shard-I-of-N.jsonl; run N workers at once and score or report "
+        "the N files together (`lakeshift score --predictions P.shard-*.jsonl`)",
+    )
     p.add_argument("--sizes", type=_sizes, help="maps of these sizes only, e.g. 7,8")
     p.add_argument(
         "--per-size",
@@ -284,6 +303,12 @@ def _run_record(model: str) -> dict[str, Any]:
 def _predict(args: argparse.Namespace) -> int:
     from lakeshift.models.predict import make_backend, predict
 
+    shard = None
+    if args.shard is not None:
+        from lakeshift.shards import parse_shard, shard_path
+
+        shard = parse_shard(args.shard)
+        args.out = str(shard_path(args.out, *shard))  # each shard its own file (and its own lock)
     run = _run_record(args.model)
     input_format = args.input_format or run.get("input_format")
     cot_format = args.cot_format or run.get("cot_format") or "none"
@@ -338,6 +363,7 @@ def _predict(args: argparse.Namespace) -> int:
             top_p=args.top_p,
             seed=args.seed,
             name=args.name,
+            shard=shard,
         )
     print(
         f"lakeshift predict: {stats['written']} new, {stats['done_before']} already done, "

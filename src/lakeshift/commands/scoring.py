@@ -36,7 +36,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "accuracy and verdict counts.",
     )
     p.add_argument("--maps", required=True, type=Path, help="maps.jsonl of the split")
-    p.add_argument("--predictions", required=True, type=Path, help="predictions JSONL (id, output, ...)")
+    p.add_argument(
+        "--predictions",
+        required=True,
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="predictions JSONL (id, output, ...); several files, a glob or a folder are read as one set "
+        "(the shards of `lakeshift predict --shard`: an id in two files is an error, an absent shard a "
+        "warning and its maps scored missing)",
+    )
     p.add_argument("--out", type=Path, help="write one scored record per map (JSONL)")
     _common(p)
     p.set_defaults(handler=cmd_score)
@@ -101,24 +110,27 @@ def _print_warnings(warnings: list[str], limit: int = 10) -> None:
 def cmd_score(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, jsonl_has_fields, write_jsonl
     from lakeshift.report import fmt_summary
-    from lakeshift.scoring import load_scoring_maps, read_predictions, score_predictions, summarize
+    from lakeshift.scoring import load_scoring_maps, score_predictions, summarize
+    from lakeshift.shards import read_prediction_set
 
+    paths = predictions_paths(args.predictions)
     if args.out:
         # Scored records start with id and verdict: anything else at --out is not ours to replace.
         check_output(
             args.out,
-            inputs=(args.maps, args.predictions),
+            inputs=(args.maps, *paths),
             previous=jsonl_has_fields("id", "verdict"),
             what="score output (scored records)",
         )
     maps = load_scoring_maps(args.maps)
-    preds = read_predictions(args.predictions, maps, strict=args.strict)
+    preds = read_prediction_set(paths, maps, strict=args.strict)
     records = list(score_predictions(maps, preds, compat=args.compat, check_trace=not args.no_faithfulness))
     if args.out:
         write_jsonl(args.out, records)
     summary = summarize(records)
     print(
-        f"{args.predictions}: {len(preds.predictions)} predictions for {len(maps)} maps"
+        f"{paths[0] if len(paths) == 1 else f'{len(paths)} files ({paths[0]}, ...)'}: "
+        f"{len(preds.predictions)} predictions for {len(maps)} maps"
         + (f" (compat {args.compat})" if args.compat else "")
     )
     print(fmt_summary(summary))
@@ -141,6 +153,38 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def predictions_paths(given: list[Path]) -> list[Path]:
+    """The predictions files named by ``--predictions``: files as given, a folder's predictions files
+    (``*.jsonl`` whose first record has ``id`` and ``output``, sorted), a glob's matches (sorted).
+
+    Raises:
+        LakeshiftError: a folder without predictions files, or a glob that matches nothing.
+    """
+    import glob
+
+    out: list[Path] = []
+    for p in given:
+        if p.is_dir():
+            found = [f for f in sorted(p.glob("*.jsonl")) if _is_predictions(f)]
+            if not found:
+                raise LakeshiftError(
+                    f"--predictions {p}: no predictions files (*.jsonl with 'id' and 'output') in it"
+                )
+        elif not p.exists() and glob.has_magic(str(p)):
+            found = [Path(f) for f in sorted(glob.glob(str(p)))]
+            if not found:
+                raise LakeshiftError(f"--predictions {p}: the pattern matches no file")
+        else:
+            found = [p]
+        out += [f for f in found if f not in out]
+    return out
+
+
+def _is_predictions(path: Path) -> bool:
+    first = _first_record(path)
+    return first is not None and "id" in first and "output" in first
+
+
 def _first_record(path: Path) -> dict[str, Any] | None:
     from lakeshift.io import first_record
 
@@ -155,14 +199,22 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
     """
     from lakeshift.analysis import COT_ORDER, INPUT_ORDER
     from lakeshift.report import RunInput
+    from lakeshift.shards import shard_of, unsharded_stem
 
     if not runs_dir.is_dir():
         raise LakeshiftError(f"{runs_dir}: no such folder")
     runs = []
+    sharded: dict[tuple[Path, str], Any] = {}  # the shard files of one set are one run
     for path in sorted(runs_dir.rglob("*.jsonl")):
         first = _first_record(path)
         if first is None or "id" not in first or "output" not in first:
             continue
+        stem = path.stem
+        if shard_of(first) is not None:
+            stem = unsharded_stem(path)
+            if (path.parent, stem) in sharded:
+                sharded[path.parent, stem].paths.append(path)
+                continue
         if first.get("maps"):
             maps_path = Path(first["maps"])
             if not maps_path.is_absolute():
@@ -177,13 +229,15 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
         if not maps_path.is_file():
             raise LakeshiftError(f"{path}: maps file {maps_path} not found")
         rel = path.parent.relative_to(runs_dir)
-        folder = str(rel) if str(rel) != "." else path.stem
+        folder = str(rel) if str(rel) != "." else stem
         defaults: dict[str, Any] = {"model": folder}
         inp, sep, cot = path.parent.name.partition("__")
         if sep and inp in INPUT_ORDER and cot in COT_ORDER:
             defaults.update(input_format=inp, cot_format=cot)
-        name = f"{folder}__{path.stem}".replace("/", "_")
-        runs.append(RunInput(path, maps_path, defaults, name))
+        name = f"{folder}__{stem}".replace("/", "_")
+        runs.append(RunInput(path, maps_path, defaults, name, [path]))
+        if stem != path.stem:
+            sharded[path.parent, stem] = runs[-1]
     if not runs and not allow_empty:
         raise LakeshiftError(f"{runs_dir}: no predictions files (*.jsonl with 'id' and 'output') found")
     return runs

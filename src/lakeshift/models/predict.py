@@ -31,7 +31,7 @@ from lakeshift.models.data import SftSet, load_sft, prompt_turns, reference_comp
 
 BACKENDS = ("hf", "vllm", "openai")
 # Fields that must agree between the rows already in an output file and a resumed run.
-_RESUME_KEYS = ("model", "backend", "input_format", "cot_format", "prompt", "split", "decoding")
+_RESUME_KEYS = ("model", "backend", "input_format", "cot_format", "prompt", "split", "decoding", "shard")
 
 
 @dataclass
@@ -150,10 +150,10 @@ def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
             raise LakeshiftError(f"{out}, line {lineno}: expected a prediction record (an object with 'id')")
         row.setdefault("prompt", "mirage")  # rows written before --prompt existed
         for key in _RESUME_KEYS:
-            if row.get(key) != expect[key]:
+            if row.get(key) != expect.get(key):
                 raise LakeshiftError(
                     f"{out}, line {lineno}: field {key!r} is {row.get(key)!r} "
-                    f"but this run has {expect[key]!r}; "
+                    f"but this run has {expect.get(key)!r}; "
                     "use another --out (or delete the file) instead of mixing settings"
                 )
         done.add(str(row["id"]))
@@ -181,11 +181,14 @@ def predict(
     top_p: float = 1.0,
     seed: int | None = None,
     name: str | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict[str, int]:
     """Writes predictions for one split and format pair to ``out`` (JSONL), resuming where it stopped.
 
     Maps are selected as :func:`~lakeshift.models.data.load_sft` does: ``sizes``, then the first ``per_size``
-    of each size, then the first ``limit``, in file order.
+    of each size, then the first ``limit``, in file order; with ``shard=(i, n)`` only the i-th of n
+    interleaved parts of that selection (:func:`lakeshift.shards.shard_items`; ``out`` is then that
+    shard's own file, see :func:`lakeshift.shards.shard_path`).
 
     Returns:
         ``{"done_before": n, "written": n, "total": n}``.
@@ -208,6 +211,7 @@ def predict(
         need_assistant=False,
         prompt=prompt,
     )
+    backend.check(input_format)
     if max_new_tokens is None and backend.name != "openai":
         max_new_tokens = default_max_new_tokens(full, backend)
     decoding = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
@@ -225,19 +229,26 @@ def predict(
     selection = {k: v for k, v in (("sizes", sizes), ("per_size", per_size), ("limit", limit)) if v}
     if selection:
         base["selection"] = selection  # the scorer counts missing maps within this subset only
+    items = items_from(sft)
+    if shard is not None:
+        from lakeshift.shards import shard_items
+
+        # Every row keeps the whole selection: the merged shards are scored against all of it.
+        base["shard"] = {"index": shard[0], "count": shard[1]}
+        items = shard_items(items, *shard)
     done = _read_done(out, base)
-    todo = [item for item in items_from(sft) if item.id not in done]
+    todo = [item for item in items if item.id not in done]
     stats = {
-        "done_before": len(done & {r["id"] for r in sft.records}),
+        "done_before": len(done & {item.id for item in items}),
         "written": 0,
-        "total": len(sft.records),
+        "total": len(items),
     }
     if not todo:
         return stats
     from tqdm.auto import tqdm
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    bar = tqdm(total=len(sft.records), initial=stats["done_before"], desc="predict", unit="map")
+    bar = tqdm(total=len(items), initial=stats["done_before"], desc="predict", unit="map")
     tokens, start = 0, time.time()
     with out.open("a", encoding="utf-8") as f:
 

@@ -95,6 +95,7 @@ class TrainOptions:
     max_steps: int | None = None
     max_minutes: float | None = None
     batch_size: int | None = None
+    global_batch_size: int | None = None
     grad_accum: int | None = None
     lr: float | None = None
     warmup_steps: int | None = None
@@ -362,14 +363,35 @@ class _TimeBudget:
 
     The clock starts when training starts (``on_train_begin``); a resumed run gets a fresh budget."""
 
-    def __init__(self, minutes: float) -> None:
+    def __init__(self, minutes: float, world_size: int = 1) -> None:
         self.seconds = minutes * 60
         self.start = time.time()
         self.stopped_at: int | None = None
+        self.world_size = world_size
+        self.shared = 0.0  # rank 0's fraction at the last step end (multi-process runs)
 
     def fraction(self) -> float:
-        """The share of the budget spent so far, in [0, 1]."""
+        """The share of the budget spent so far on this process's clock, in [0, 1]."""
         return min(1.0, (time.time() - self.start) / self.seconds)
+
+    def agreed_fraction(self) -> float:
+        """The fraction every rank uses for its decisions: this clock alone, or rank 0's clock (broadcast at
+        each step end) when several processes train together, so all ranks stop at the same step (none
+        waits forever in a collective for one that stopped) and use the same learning rate (DDP replicas
+        that applied different rates would drift apart)."""
+        return self.fraction() if self.world_size == 1 else self.shared
+
+    def sync(self) -> float:
+        """Broadcasts rank 0's fraction to every rank (a collective: all ranks call it at every step end)."""
+        if self.world_size > 1:
+            import torch
+            import torch.distributed as dist
+            from accelerate import PartialState
+
+            value = torch.tensor([self.fraction()], dtype=torch.float64, device=PartialState().device)
+            dist.broadcast(value, src=0)
+            self.shared = float(value.item())
+        return self.agreed_fraction()
 
     def callback(self) -> Any:
         """Stops training (with a final checkpoint) once the budget is spent."""
@@ -382,7 +404,7 @@ class _TimeBudget:
                 budget.start = time.time()
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                if budget.fraction() >= 1.0:
+                if budget.sync() >= 1.0:
                     control.should_training_stop = True
                     control.should_save = True
                     budget.stopped_at = state.global_step
@@ -397,7 +419,7 @@ class _TimeBudget:
         (measured: grid/none, tiny model, 20,000 maps, 15 minutes: 10/40 ID maps solved annealed, 0/40 with
         a constant rate; see RESULTS.md)."""
         warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
-        return warm * max(0.0, 1.0 - self.fraction())
+        return warm * max(0.0, 1.0 - self.agreed_fraction())
 
 
 def _sft_config(out: Path, hp: dict[str, Any], n_records: int, cuda: bool) -> Any:
@@ -463,11 +485,23 @@ def train(opts: TrainOptions) -> Path:
         raise LakeshiftError(f"--out {out}: holds an unfinished run; pass --resume to continue it")
 
     import torch
+    from accelerate import PartialState
 
     cuda = torch.cuda.is_available()
+    # Under `accelerate launch` (or torchrun) this joins the process group: nccl on GPUs, gloo on CPUs
+    # (cpu= as the trainer's use_cpu, so both see the same world).
+    state = PartialState(cpu=not cuda)
+    is_main, world = state.is_main_process, state.num_processes
+    if is_main and world > 1 and not cuda and os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true":
+        # accelerate 1.15 turns FSDP on for GPU-type worlds only: on CPUs (gloo) the processes run DDP.
+        print("lakeshift train: FSDP is not available on CPU processes; training with DDP", file=sys.stderr)
     # 2-3. Hyper-parameters and the run record.
+    if opts.global_batch_size is not None and opts.batch_size is not None:
+        raise LakeshiftError("--batch-size and --global-batch-size: give one of them, not both")
     hp = resolve_hparams(opts, spec, cuda)
+    distributed = _distribute(hp, opts.global_batch_size, world, str(state.distributed_type))
     record = _run_record(opts, spec, sft, hp)
+    record["distributed"] = distributed
     if opts.resume:
         record = _check_resume(out, record)
         done = _finished(out)
@@ -478,15 +512,19 @@ def train(opts: TrainOptions) -> Path:
                 file=sys.stderr,
             )
             return out / "model"
-    from accelerate import PartialState
-
-    is_main = PartialState().is_main_process
+    # Every rank has checked the folder before rank 0 writes into it (else a late rank would see rank 0's
+    # fresh run.json and refuse an "unfinished run").
+    state.wait_for_everyone()
     out.mkdir(parents=True, exist_ok=True)
     if is_main:
         _write_run(out, record)
 
-    # 4. Model and tokenizer/processor.
-    model, processing = _model_and_processing(spec, sft, out, opts.resume, cuda)
+    # 4. Model and tokenizer/processor. Seeded first: a from-scratch model's random weights are then the
+    # same for a given --seed on any number of processes (so 1- and N-process runs can be compared).
+    from transformers import set_seed
+
+    set_seed(hp["seed"])
+    model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, cuda)
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = None
@@ -509,7 +547,7 @@ def train(opts: TrainOptions) -> Path:
     from transformers import PrinterCallback
     from transformers.utils import logging as hf_logging
 
-    budget = _TimeBudget(hp["max_minutes"]) if hp["max_minutes"] else None
+    budget = _TimeBudget(hp["max_minutes"], world) if hp["max_minutes"] else None
     trainer = _trainer_class(budget)(
         model=model,
         args=_sft_config(out, hp, len(sft.records), cuda),
@@ -534,12 +572,14 @@ def train(opts: TrainOptions) -> Path:
     # 6. Save the final model (merged when LoRA) with its tokenizer/processor.
     final = out / "model"
     if hp["lora"]:
-        trainer.model.save_pretrained(str(out / "adapter"))
-        merged = trainer.model.merge_and_unload()
+        # save_model: rank 0 writes, and (FSDP/DeepSpeed) every rank takes part in gathering the weights.
+        trainer.save_model(str(out / "adapter"))
+        merged = trainer.model.merge_and_unload() if is_main else None
+        if merged is not None:
+            merged.save_pretrained(str(final))
     else:
-        merged = trainer.model
+        trainer.save_model(str(final))
     if is_main:
-        merged.save_pretrained(str(final))
         processing.save_pretrained(str(final))
         record.update(
             status="done",
@@ -550,16 +590,58 @@ def train(opts: TrainOptions) -> Path:
             train_metrics={k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
         )
         _write_run(out, record)
+    # No rank returns (and exits) before rank 0 has written the final model and run.json.
+    state.wait_for_everyone()
     return final
 
 
+def _distribute(hp: dict[str, Any], global_batch: int | None, world: int, kind: str) -> dict[str, Any]:
+    """Sets the per-device batch from ``--global-batch-size`` (when given) and returns ``run.json``'s
+    ``distributed`` record: the optimizer sees per-device batch x gradient accumulation x processes maps.
+
+    Raises:
+        LakeshiftError: the global batch is not a multiple of processes x gradient accumulation.
+    """
+    if global_batch is not None:
+        per_step = world * hp["grad_accum"]
+        if global_batch % per_step:
+            raise LakeshiftError(
+                f"--global-batch-size {global_batch}: not divisible by {world} processes x "
+                f"{hp['grad_accum']} gradient accumulation steps"
+            )
+        hp["batch_size"] = global_batch // per_step
+    return {
+        "world_size": world,
+        "distributed_type": kind.rsplit(".", 1)[-1],
+        "per_device_batch_size": hp["batch_size"],
+        "grad_accum": hp["grad_accum"],
+        "global_batch_size": hp["batch_size"] * hp["grad_accum"] * world,
+    }
+
+
 def _trainer_class(budget: _TimeBudget | None) -> Any:
-    """``SFTTrainer``, or under a time budget a subclass whose learning rate decays with the clock."""
+    """``SFTTrainer`` whose length-grouped order does not depend on the number of processes, and under a
+    time budget whose learning rate decays with the clock."""
+    from transformers.trainer_pt_utils import LengthGroupedSampler
     from trl import SFTTrainer
 
+    class LakeshiftSFTTrainer(SFTTrainer):
+        def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+            # transformers groups by the *per-device* batch; accelerate then hands consecutive batches to
+            # the ranks. Grouping by the global batch gives every world size the same sequence of global
+            # batches (the 1-process order, split across ranks), so runs on 1 or N processes compare.
+            sampler = super()._get_train_sampler(train_dataset)
+            if isinstance(sampler, LengthGroupedSampler):
+                sampler.batch_size = (
+                    self.args.per_device_train_batch_size
+                    * self.args.gradient_accumulation_steps
+                    * self.args.world_size
+                )
+            return sampler
+
     if budget is None:
-        return SFTTrainer
-    return budget_trainer_class(SFTTrainer, budget)
+        return LakeshiftSFTTrainer
+    return budget_trainer_class(LakeshiftSFTTrainer, budget)
 
 
 def budget_trainer_class(base: Any, budget: _TimeBudget) -> Any:
