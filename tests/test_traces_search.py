@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from itertools import pairwise
+from itertools import pairwise, permutations
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -31,13 +31,17 @@ def solved_maps(draw: st.DrawFn) -> tuple[FrozenLakeMap, list[str]]:
     return m, m.optimal_path(draw(st.sampled_from(TIE_BREAKS)), rng)
 
 
-def reference_astar(m: FrozenLakeMap) -> tuple[list[tuple[Cell, int, int, str]], dict[Cell, int]]:
-    """An independent A*: a plain list as the open set, scanned for the smallest (f, h, order added).
+def reference_astar(
+    m: FrozenLakeMap, order: str = "ULRD"
+) -> tuple[list[tuple[Cell, int, int, str]], dict[Cell, int]]:
+    """An independent A*: a plain set as the open list, scanned for the smallest (f, h, order added), the
+    neighbours taken in ``order`` (letters).
 
     Returns the expansions as ``(cell, g, h, marks)`` with ``marks`` the neighbour codes in U L R D order
     (``"+HWCO"`` meaning added, hole, wall, closed, open), and the final g of every reached cell.
     """
-    steps = {"U": (-1, 0), "L": (0, -1), "R": (0, 1), "D": (1, 0)}
+    deltas = {"U": (-1, 0), "L": (0, -1), "R": (0, 1), "D": (1, 0)}
+    steps = {letter: deltas[letter] for letter in order}
 
     def h(cell: Cell) -> int:
         return abs(cell[0] - m.goal[0]) + abs(cell[1] - m.goal[1])
@@ -89,7 +93,8 @@ def test_astar_trace_replays_a_true_astar_run_and_reads_back_an_optimal_path(cas
     text = traces.completion(m, path, "astar")
     parsed = traces.parse_search(text)
     assert parsed.errors == ()
-    expected, g = reference_astar(m)
+    order = "".join(a for a, _ in parsed.expansions[0].neighbours) or "ULRD"
+    expected, g = reference_astar(m, order)
     got = [(e.cell, e.g, e.h, "".join(a + b for a, b in e.neighbours)) for e in parsed.expansions]
     assert got == expected
     assert parsed.expansions[-1].cell == m.goal and parsed.expansions[-1].g == m.optimal_length
@@ -99,10 +104,20 @@ def test_astar_trace_replays_a_true_astar_run_and_reads_back_an_optimal_path(cas
     moves = [s.move for s in traces.parse_steps(text, "astar", m)]
     assert text.endswith("\n" + traces.boxed(moves)) and text.count("\\boxed{") == 1
     assert m.simulate(moves).success
-    # The plan itself is read back whenever the search reached all of its cells with matching g.
+    # The plan itself is read back with the first neighbour order whose search reached all of its cells
+    # with matching g (U L R D, its 7 symmetric images, then the rest); with none, the U L R D search.
     positions = m.simulate(path).positions
-    if all(g.get(c) == i for i, c in enumerate(positions)):
-        assert moves == path
+    orders = ["".join(mv[0] for mv in o) for o in traces.SEARCH_ORDERS]
+    # The identity and the three quarter turns of U L R D, then its mirror image and the mirror's turns.
+    assert orders[:8] == ["ULRD", "RUDL", "DRLU", "LDUR", "URLD", "RDUL", "DLRU", "LUDR"]
+    assert sorted(orders) == sorted({"".join(p) for p in permutations("ULRD")})
+    reaching = [
+        o for o in orders if all(reference_astar(m, o)[1].get(c) == i for i, c in enumerate(positions))
+    ]
+    if reaching:
+        assert order == reaching[0] and moves == path
+    else:
+        assert order == "ULRD"
     faith = scoring.faithfulness(m, text, "astar", moves)
     assert faith["trace_faithful"] and faith["trace_divergence"] is None
     assert faith["trace_steps"] == len(expected) + len(moves)
@@ -155,12 +170,20 @@ def test_figure3_traces_are_documented_exactly() -> None:
     assert traces.__doc__ is not None and "(3,1) g1 h3: U+ LW RC DW" in traces.__doc__
 
 
-def test_a_path_the_search_never_reached_falls_back_to_astar_own_path() -> None:
-    # An open 3x3 map: A* dives RIGHT, RIGHT first, so DOWN, DOWN, RIGHT, RIGHT is never reached.
-    m = FrozenLakeMap.from_rows(["SFF", "FFF", "FFG"])
-    text = traces.completion(m, ["DOWN", "DOWN", "RIGHT", "RIGHT"], "astar")
-    assert text.endswith(traces.boxed(["RIGHT", "RIGHT", "DOWN", "DOWN"]))
-    assert "path: (3,3) (2,3) (1,3) (1,2) (1,1)" in text
+def test_a_path_no_search_reaches_falls_back_to_astar_own_path() -> None:
+    m = FrozenLakeMap.from_rows(["SFFF", "FFFF", "FFFF", "FFFG"])
+    # No neighbour order makes the search reach all of this zigzag with the right g.
+    plan = ["RIGHT", "RIGHT", "DOWN", "DOWN", "RIGHT", "DOWN"]
+    text = traces.completion(m, plan, "astar")
+    assert text.startswith("(1,1) g0 h6: UW LW R+ D+\n")  # the U L R D search
+    assert text.endswith(
+        "path: (4,4) (3,4) (2,4) (1,4) (1,3) (1,2) (1,1)\n" + traces.boxed(["RIGHT"] * 3 + ["DOWN"] * 3)
+    )
+    # A plan some other order reaches is read back with that order (here one with D before R).
+    text = traces.completion(m, ["DOWN"] * 3 + ["RIGHT"] * 3, "astar")
+    assert text.endswith(traces.boxed(["DOWN"] * 3 + ["RIGHT"] * 3))
+    assert traces.search_order(traces.parse_search(text)) != traces.SEARCH_ORDER
+    assert scoring.faithfulness(m, text, "astar", ["DOWN"] * 3 + ["RIGHT"] * 3)["trace_faithful"]
 
 
 @settings(max_examples=80, deadline=None)

@@ -572,7 +572,7 @@ def check_search_trace(
     offset = 0
     if cot == "astar":
         parsed = traces.parse_search(output)
-        run = traces.astar_search(m)
+        run = traces.astar_search(m, traces.search_order(parsed))  # the neighbour order the trace uses
         true = run.expansions
         offset = len(parsed.expansions)
         # A malformed line diverges where it stands: after the expansion lines above it.

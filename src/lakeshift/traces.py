@@ -39,11 +39,11 @@ formats write them, no spaces inside):
   (Du et al., arXiv 2511.22586, find a minimal coordinate path generalizes best across maze sizes.)
 * ``astar``: the trace of A* search from the start (:func:`astar_search`; f = g + h, g the moves from the
   start, h the Manhattan distance to the goal, admissible and consistent here). One line per expansion, in
-  expansion order: the cell, its g and h, and its four neighbours in the order ``U L R D``, each as its
-  move letter and what happened to it: ``+`` added to the open list (new, or with a smaller g than before),
-  ``H`` a hole, ``W`` a wall (off the map), ``C`` already closed (expanded), ``O`` already open with a g that
-  is not larger. The goal's expansion ends the search and reads ``... h0 goal``. Then ``path:`` and the path
-  read back from the goal to the start, then the answer::
+  expansion order: the cell, its g and h, and its four neighbours, each as its move letter and what happened
+  to it: ``+`` added to the open list (new, or with a smaller g than before), ``H`` a hole, ``W`` a wall
+  (off the map), ``C`` already closed (expanded), ``O`` already open with a g that is not larger. The
+  goal's expansion ends the search and reads ``... h0 goal``. Then ``path:`` and the path read back from the
+  goal to the start, then the answer::
 
       (3,2) g0 h2: UH L+ RH DW
       (3,1) g1 h3: U+ LW RC DW
@@ -54,20 +54,28 @@ formats write them, no spaces inside):
       \boxed{LEFT, UP, UP, RIGHT}
 
   (the map of the paper's Figure 3: rows ``FGF FHF FSH``).
+
   Tie-break: the open cell with the lowest f, then the lowest h (i.e. the highest g: the search dives
-  towards the goal), then the one added first (neighbours are added in ``U L R D`` order). The read-back
-  goes from the goal to a neighbour whose g is one lower, down to the start (g 0), through cells the search
-  reached (expanded or added; a cell's g is its last, lowest one); every such chain is a shortest path,
-  because its length is the goal's g, which A* finds optimal. When the whole plan the trace is made for
-  (normally the map's ``optimal_path``) is such a chain, the read-back is that plan; otherwise it is A*'s
-  own parent chain (each cell's parent: the expansion that gave it its g), which is optimal too, and the
-  answer is then that path, not the plan. With the ``direct`` tie-break this tie-break makes A*'s parent
-  chain *equal* the map's ``optimal_path`` on 99.8% of random maps (sizes 3-12, hole probability 0.1-0.3,
-  5000 maps; 100% of 2000 maps like id-train); on the rest the search never reached the direct path's cells
-  (an equally short detour ahead of it is explored first), so no read-back can follow it: the SFT record's
-  answer is A*'s path and ``split.json`` counts these maps (``astar_answer_differs``). The second version
-  of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its text: this format is
-  our own design, made short (one token per character for the small models' character tokenizer).
+  towards the goal), then the one added first. Neighbours join the open list in the trace's *neighbour
+  order*, the order its lines list them in (the same on every line; the scorer reads it from the first
+  line): ``U L R D`` (:data:`SEARCH_ORDER`) unless the plan needs another one, see below.
+
+  Read-back: from the goal to a neighbour whose g is one lower, down to the start (g 0), through cells the
+  search reached (expanded or added; a cell's g is its last, lowest one). Every such chain is a shortest
+  path: its length is the goal's g, which A* finds optimal. The reference trace of a plan (normally the
+  map's ``optimal_path``) reads back that plan, with the first order of :data:`SEARCH_ORDERS` (``U L R D``,
+  then its images under the square's 7 other symmetries, then the other 16) whose search reached all of the
+  plan's cells with matching g. So the trace of a rotated or reflected map (:mod:`lakeshift.augment`) is the
+  rotated or reflected trace. When no order reaches the plan, the trace is the ``U L R D`` search and its
+  read-back is A*'s own parent chain (each cell's parent: the expansion that gave it its g), an optimal path
+  too, which the answer then follows instead of the plan. Measured: with ``U L R D`` alone the parent chain
+  is the map's ``optimal_path`` (the ``direct`` tie-break) on 100% of 2000 id-train-like maps and 99.8% of
+  5000 maps of sizes 3-12 with hole probability 0.1-0.3; of the 33,284 records of 2000 such maps augmented
+  with ``paths=4,dihedral``, 94.8% get a trace that reads back their own path (77.6% with ``U L R D``
+  only). ``split.json`` counts the others (``astar_answer_differs``).
+
+  The second version of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its
+  text: this format is our own design, kept short (the small models' tokenizer has one token per character).
 
 The move announced is always the path's next move, so the trace follows the answer whatever the path (it must
 be a successful plan: no hole, no off-edge move, the goal reached only by the last move).
@@ -83,7 +91,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import pairwise, permutations
 
 from lakeshift.env import DELTAS, LETTER_MOVES, Cell, FrozenLakeMap
 from lakeshift.formats import BoardState, FormatError, parse, render_state
@@ -109,6 +117,25 @@ _GRID_ROW = re.compile(r"\S(?:[ \t]+\S)*")
 _BOXED = "\\boxed{"
 #: Neighbour order of an A* expansion line (and the order neighbours join the open list).
 SEARCH_ORDER: tuple[str, ...] = ("UP", "LEFT", "RIGHT", "DOWN")
+
+
+def _search_orders() -> tuple[tuple[str, ...], ...]:
+    """The 24 neighbour orders a reference ``astar`` trace may use, most preferred first (module docstring):
+    ``U L R D``, then its images under the square's other 7 symmetries, then the rest, lexicographically."""
+    rot = {"UP": "RIGHT", "RIGHT": "DOWN", "DOWN": "LEFT", "LEFT": "UP"}  # a quarter turn clockwise
+    flip = {"UP": "UP", "DOWN": "DOWN", "LEFT": "RIGHT", "RIGHT": "LEFT"}
+    images = []
+    for flipped in (False, True):
+        order = tuple(flip[mv] for mv in SEARCH_ORDER) if flipped else SEARCH_ORDER
+        for _ in range(4):
+            images.append(order)
+            order = tuple(rot[mv] for mv in order)
+    first = list(dict.fromkeys(images))
+    return tuple(first + [o for o in permutations(SEARCH_ORDER) if o not in first])
+
+
+#: Neighbour orders of reference ``astar`` traces, in order of preference.
+SEARCH_ORDERS: tuple[tuple[str, ...], ...] = _search_orders()
 _CELL = re.compile(r"\((\d+),(\d+)\)")
 _EXPANSION = re.compile(r"\((\d+),(\d+)\) g(\d+) h(\d+)(?:: ?(.*)| goal)")
 _NEIGHBOUR = re.compile(r"([ULRD])([+HWCO])")
@@ -298,9 +325,9 @@ class Expansion:
         cell: The expanded cell (0-based).
         g: Moves from the start.
         h: Manhattan distance to the goal.
-        neighbours: ``(letter, code)`` per neighbour in :data:`SEARCH_ORDER` (``U L R D``): code ``+``
-            added, ``H`` hole, ``W`` wall, ``C`` closed, ``O`` already open (module docstring). Empty for the
-            goal, whose expansion ends the search.
+        neighbours: ``(letter, code)`` per neighbour in the run's neighbour order (:data:`SEARCH_ORDER`
+            unless another is given): code ``+`` added, ``H`` hole, ``W`` wall, ``C`` closed, ``O`` already
+            open (module docstring). Empty for the goal, whose expansion ends the search.
     """
 
     cell: Cell
@@ -351,8 +378,9 @@ class SearchRun:
         return all(_implied_move(a, b) is not None for a, b in pairwise(cells))
 
 
-def astar_search(m: FrozenLakeMap) -> SearchRun:
-    """A* from the start to the goal with the Manhattan heuristic and this module's tie-break.
+def astar_search(m: FrozenLakeMap, order: Sequence[str] = SEARCH_ORDER) -> SearchRun:
+    """A* from the start to the goal with the Manhattan heuristic and this module's tie-break; ``order`` is
+    the neighbour order (four distinct moves): how neighbours are written and join the open list.
 
     The open list is ordered by ``(f, h, order added)``; a cell re-added with a smaller g gets a new place
     (its old entry is skipped when popped). Closed cells are never reopened: the heuristic is consistent.
@@ -368,7 +396,7 @@ def astar_search(m: FrozenLakeMap) -> SearchRun:
     heap: list[tuple[int, int, int, Cell]] = [(h0, h0, 0, start)]
     added = 1
     out: list[Expansion] = []
-    deltas = [(move[0], DELTAS[move]) for move in SEARCH_ORDER]
+    deltas = [(move[0], DELTAS[move]) for move in order]
     while heap:
         f, h, _, cell = heapq.heappop(heap)
         if cell in closed or g[cell] + h != f:
@@ -401,23 +429,39 @@ def astar_search(m: FrozenLakeMap) -> SearchRun:
     return SearchRun(tuple(out), g, parent)
 
 
-def astar_read_back(m: FrozenLakeMap, positions: Sequence[Cell], run: SearchRun | None = None) -> list[Cell]:
-    """The cells the ``astar`` trace reads back (start first): ``positions`` (a successful plan's cells)
-    when the search reached all of them with matching g, else A*'s parent chain (module docstring)."""
-    run = run or astar_search(m)
+def astar_read_back(m: FrozenLakeMap, positions: Sequence[Cell]) -> tuple[SearchRun, list[Cell]]:
+    """The run and the cells (start first) of the reference ``astar`` trace for the plan visiting
+    ``positions``: the first order of :data:`SEARCH_ORDERS` whose search reached all of the plan's cells with
+    matching g, reading back the plan; else the ``U L R D`` run and A*'s parent chain (module docstring)."""
     cells = list(positions)
-    return cells if run.is_read_back(cells) else run.parent_chain(m.goal)
+    default = None
+    for order in SEARCH_ORDERS:
+        run = astar_search(m, order)
+        default = default or run
+        if run.is_read_back(cells):
+            return run, cells
+    assert default is not None
+    return default, default.parent_chain(m.goal)
 
 
 def astar_text(m: FrozenLakeMap, positions: Sequence[Cell]) -> str:
     r"""The ``astar`` completion for the plan visiting ``positions`` (start first), ``\boxed{}`` included."""
-    run = astar_search(m)
-    cells = astar_read_back(m, positions, run)
+    run, cells = astar_read_back(m, positions)
     moves = [_implied_move(a, b) for a, b in pairwise(cells)]
     lines = [e.text() for e in run.expansions]
     lines.append("path: " + " ".join(cell_text(c) for c in reversed(cells)))
     lines.append(boxed([mv for mv in moves if mv is not None]))
     return "\n".join(lines)
+
+
+def search_order(parsed: ParsedSearch) -> tuple[str, ...]:
+    """The neighbour order a parsed trace uses: its first expansion's, when that lists four distinct moves,
+    else :data:`SEARCH_ORDER`."""
+    for e in parsed.expansions[:1]:
+        letters = [letter for letter, _ in e.neighbours]
+        if len(letters) == 4 and len(set(letters)) == 4:
+            return tuple(LETTER_MOVES[letter] for letter in letters)
+    return SEARCH_ORDER
 
 
 @dataclass(frozen=True)
