@@ -36,6 +36,7 @@ def test_tiny_model_overfits_a_handful_of_maps_through_the_cli(data, tmp_path):
     assert record["status"] == "done" and record["cot_format"] == "grid" and record["prompt"] == "map-only"
     assert len(record["data"]["sha256"]) == 64 and record["versions"]["trl"]
     assert record["hparams"]["sampling"] == "group_by_length" and not record["hparams"]["packing"]
+    assert record["hparams"]["tokenizer"] == "structured"
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert any("tokens_per_s" in m for m in metrics)
     losses = [m["loss"] for m in metrics if "loss" in m]

@@ -18,6 +18,7 @@ from lakeshift.commands import (
 )
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import PROMPTS  # light: no torch
+from lakeshift.models.tokenizer import TOKENIZERS  # light: no torch
 
 INPUTS = ("image", "desc", "table", "grid")
 COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")  # = traces.COT_FORMATS
@@ -67,6 +68,13 @@ def _register_train(subparsers: Any) -> None:
     p.add_argument("--cot", dest="cot_format", required=True, choices=COTS)
     p.add_argument("--model", required=True, help=f"named size ({NAMED}), checkpoint folder, or hub id")
     p.add_argument("--out", required=True, help="run folder")
+    p.add_argument(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        default="structured",
+        help="named sizes: structured (default: one token per cell, move, word, number) or char "
+        "(one per character); ignored for checkpoints, which bring their own",
+    )
     p.add_argument(
         "--prompt",
         choices=PROMPTS,

@@ -3,9 +3,9 @@
 ``resolve_model`` only reads configs (cheap, no weights), so bad names fail before any long work. The
 ``load_*`` and ``build_*`` functions do the heavy part.
 
-Named sizes are Qwen2-architecture models with random weights and a character tokenizer built from the
-training data (see :mod:`lakeshift.models.tokenizer`); ``tiny-vl`` is a random Qwen2.5-VL of the same
-spirit that exercises the image path on a CPU.
+Named sizes are Qwen2-architecture models with random weights and a tokenizer built from the training
+data (structured by default, see :mod:`lakeshift.models.tokenizer`); ``tiny-vl`` is a random Qwen2.5-VL of
+the same spirit that exercises the image path on a CPU.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.tokenizer import IM_END, PAD_TOKEN, build_char_tokenizer, load_tokenizer
+from lakeshift.models.tokenizer import IM_END, PAD_TOKEN, build_tokenizer, load_tokenizer
 
 # Qwen2 shapes (hidden, layers, heads, kv heads, MLP width); parameter counts for a ~100-symbol vocabulary.
 NAMED_SIZES: dict[str, dict[str, int]] = {
     "micro": {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "mlp": 192},  # ~0.1M: tests
+    "mini": {"hidden": 128, "layers": 4, "heads": 4, "kv_heads": 2, "mlp": 384},  # ~0.9M
     "tiny": {"hidden": 256, "layers": 4, "heads": 4, "kv_heads": 2, "mlp": 688},  # ~3M: CPU runs
     "small": {"hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "mlp": 1376},  # ~21M
     "base": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 4, "mlp": 2048},  # ~75M: GPU
@@ -146,22 +147,23 @@ def check_modality(spec: ModelSpec, input_format: str) -> None:
         )
 
 
-def build_named(name: str, texts: list[str]) -> tuple[Any, Any]:
+def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured") -> tuple[Any, Any]:
     """Builds a random-weights model and its processing class for a named size.
 
     Args:
         name: a key of :data:`NAMED_SIZES` or :data:`TINY_VL`.
-        texts: training texts for the character vocabulary.
+        texts: training texts for the tokenizer's vocabulary.
+        tokenizer_kind: one of :data:`lakeshift.models.tokenizer.TOKENIZERS`.
 
     Returns:
         ``(model, tokenizer_or_processor)``.
     """
     if name == TINY_VL:
-        return build_tiny_vl(texts)
+        return build_tiny_vl(texts, tokenizer_kind)
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     shape = NAMED_SIZES[name]
-    tokenizer = build_char_tokenizer(texts)
+    tokenizer = build_tokenizer(tokenizer_kind, texts)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=shape["hidden"],
@@ -208,12 +210,12 @@ def image_only_processor_class() -> type:
     return ImageOnlyQwenVLProcessor
 
 
-def build_tiny_vl(texts: list[str]) -> tuple[Any, Any]:
-    """A random Qwen2.5-VL small enough for CPU tests, with an image-only processor and a char tokenizer."""
+def build_tiny_vl(texts: list[str], tokenizer_kind: str = "structured") -> tuple[Any, Any]:
+    """A random Qwen2.5-VL small enough for CPU tests, with an image-only processor and a local tokenizer."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    tokenizer = build_char_tokenizer(texts, vision=True)
+    tokenizer = build_tokenizer(tokenizer_kind, texts, vision=True)
     image_processor = Qwen2VLImageProcessorPil(
         min_pixels=56 * 56, max_pixels=TINY_VL_MAX_PIXELS, patch_size=14, merge_size=2, temporal_patch_size=2
     )

@@ -52,7 +52,7 @@ from lakeshift.models.registry import (
     load_processing,
     resolve_model,
 )
-from lakeshift.models.tokenizer import message_texts
+from lakeshift.models.tokenizer import TOKENIZERS, message_texts
 
 PRESETS: dict[str, dict[str, Any]] = {
     "scratch": {
@@ -90,6 +90,7 @@ class TrainOptions:
     out: str
     split: str = "id-train"
     prompt: str = "mirage"
+    tokenizer: str = "structured"
     preset: str | None = None
     epochs: float | None = None
     max_steps: int | None = None
@@ -137,6 +138,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
         hp["warmup_ratio"] = 0.0
     big = spec.kind != "named"
     hp.update(
+        tokenizer=opts.tokenizer if spec.kind == "named" else "checkpoint",
         max_steps=opts.max_steps or -1,
         max_minutes=opts.max_minutes,
         seed=opts.seed,
@@ -470,6 +472,8 @@ def train(opts: TrainOptions) -> Path:
     # 1. Cheap checks first.
     spec = resolve_model(opts.model)
     check_modality(spec, opts.input_format)
+    if opts.tokenizer not in TOKENIZERS:
+        raise LakeshiftError(f"--tokenizer {opts.tokenizer}: unknown (choose from {', '.join(TOKENIZERS)})")
     sft = load_sft(
         opts.data,
         opts.split,
@@ -524,7 +528,7 @@ def train(opts: TrainOptions) -> Path:
     from transformers import set_seed
 
     set_seed(hp["seed"])
-    model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, cuda)
+    model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = None
@@ -761,16 +765,17 @@ def _truncate_metrics(metrics_path: Path, step: int) -> None:
 
 
 def _model_and_processing(
-    spec: ModelSpec, sft: SftSet, out: Path, resume: bool, cuda: bool
+    spec: ModelSpec, sft: SftSet, out: Path, resume: bool, tokenizer_kind: str
 ) -> tuple[Any, Any]:
-    """Named sizes: a fresh random model and a character tokenizer from the data (also saved in
+    """Named sizes: a fresh random model and a tokenizer built from the data (also saved in
     ``OUT/tokenizer``); checkpoints: loaded from disk or the hub."""
     import torch
 
+    cuda = torch.cuda.is_available()
     if spec.kind == "named":
         # The data hash is checked on --resume, so rebuilding from the same data gives the same vocabulary.
         texts = [t for r in sft.records for t in message_texts(r["messages"])]
-        model, processing = build_named(spec.name, texts)
+        model, processing = build_named(spec.name, texts, tokenizer_kind)
         if not resume:
             processing.save_pretrained(str(out / "tokenizer"))
         return model, processing

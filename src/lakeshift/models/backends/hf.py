@@ -17,7 +17,7 @@ from typing import Any
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.predict import Decoding, Emit, Generation, PromptItem, batched
 from lakeshift.models.registry import check_modality, load_model, load_processing, resolve_model, tokenizer_of
-from lakeshift.models.tokenizer import IM_END
+from lakeshift.models.tokenizer import IM_END, encode_checked
 
 # ~6x batch 1 on a 2-core CPU (measured); GPUs take far larger batches.
 DEFAULT_BATCH_CPU = 32
@@ -102,11 +102,18 @@ class HFBackend:
                 for path in item.image_paths:
                     with Image.open(path) as img:
                         images.append(img.convert("RGB"))
-            return processing(
+            enc = processing(
                 text=texts, images=images or None, padding=True, padding_side="left", return_tensors="pt"
             )
-        # The chat template already wrote every special token; adding BOS/EOS again would corrupt the prompt.
-        return processing(texts, padding=True, return_tensors="pt", add_special_tokens=False)
+        else:
+            # The chat template already wrote every special token; adding BOS/EOS again would corrupt it.
+            enc = processing(texts, padding=True, return_tensors="pt", add_special_tokens=False)
+        unk = self.tokenizer.unk_token_id
+        if unk is not None and bool((enc["input_ids"] == unk).any()):
+            # A silent <unk> would be answered and scored as if the model had read the map.
+            for item, text in zip(batch, texts, strict=True):
+                encode_checked(self.tokenizer, text, f"--model {self.spec.name}: prompt of {item.id}")
+        return enc
 
     def _generate(self, enc: Any, kwargs: dict[str, Any]) -> Any:
         """``generate`` with a static KV cache when the model supports it, else the dynamic one."""
