@@ -237,3 +237,23 @@ def test_cli_augments_a_custom_training_split_and_stats_show_it(
     # With --suite, --augment applies to the suite's training splits only.
     code, err = run_cli(capsys, "generate", "--suite", "tiny", "--out", str(tmp_path / "t"), "--augment", "x")
     assert code == 2 and "unknown augmentation" in err
+
+
+@settings(max_examples=60, deadline=None)
+@given(rec=map_records(), t=st.sampled_from(augment.TRANSFORMS))
+def test_astar_trace_of_a_transformed_map_follows_the_transformed_path(rec: dict, t: str) -> None:
+    m = map_of(rec)
+    text = traces.completion(m, rec["optimal_path"], "astar")
+    assume(text.endswith(traces.boxed(rec["optimal_path"])))  # the trace follows the map's own path
+    mt, path_t = augment.transform_map(m, t), augment.transform_path(rec["optimal_path"], t)
+    text_t = traces.completion(mt, path_t, "astar")
+    # The search with the transformed neighbour order is the transformed search, so it reaches the
+    # transformed path, and that order is among the first 8 the reference trace tries.
+    assert text_t.endswith(traces.boxed(path_t))
+    assert traces.search_order(traces.parse_search(text_t)) in traces.SEARCH_ORDERS[:8]
+    image_order = [augment.MOVE_MAPS[t][mv] for mv in traces.SEARCH_ORDER]
+    letter = {mv[0]: augment.MOVE_MAPS[t][mv][0] for mv in MOVES}
+    assert [
+        (augment.transform_cell(e.cell, m.size, t), e.g, e.h, tuple((letter[a], b) for a, b in e.neighbours))
+        for e in traces.parse_search(text).expansions
+    ] == [(e.cell, e.g, e.h, e.neighbours) for e in traces.astar_search(mt, image_order).expansions]

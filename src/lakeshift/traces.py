@@ -61,18 +61,19 @@ formats write them, no spaces inside):
   line): ``U L R D`` (:data:`SEARCH_ORDER`) unless the plan needs another one, see below.
 
   Read-back: from the goal to a neighbour whose g is one lower, down to the start (g 0), through cells the
-  search reached (expanded or added; a cell's g is its last, lowest one). Every such chain is a shortest
-  path: its length is the goal's g, which A* finds optimal. The reference trace of a plan (normally the
-  map's ``optimal_path``) reads back that plan, with the first order of :data:`SEARCH_ORDERS` (``U L R D``,
-  then its images under the square's 7 other symmetries, then the other 16) whose search reached all of the
-  plan's cells with matching g. So the trace of a rotated or reflected map (:mod:`lakeshift.augment`) is the
-  rotated or reflected trace. When no order reaches the plan, the trace is the ``U L R D`` search and its
-  read-back is A*'s own parent chain (each cell's parent: the expansion that gave it its g), an optimal path
-  too, which the answer then follows instead of the plan. Measured: with ``U L R D`` alone the parent chain
-  is the map's ``optimal_path`` (the ``direct`` tie-break) on 100% of 2000 id-train-like maps and 99.8% of
-  5000 maps of sizes 3-12 with hole probability 0.1-0.3; of the 33,284 records of 2000 such maps augmented
-  with ``paths=4,dihedral``, 94.8% get a trace that reads back their own path (77.6% with ``U L R D``
-  only). ``split.json`` counts the others (``astar_answer_differs``).
+  search reached (expanded or added; a cell's g is its last, lowest one). Every such chain is a shortest path:
+  its length is the goal's g, which A* finds optimal. The reference trace of a plan (normally the map's
+  ``optimal_path``) reads back that plan, with the first order of :data:`SEARCH_ORDERS` (``U L R D``, then its
+  images under the square's 7 other symmetries, then the other 16) whose search reached all of the plan's
+  cells with matching g. The search of a rotated or reflected map with the rotated or reflected order is the
+  rotated or reflected search, so a plan that the ``U L R D`` search reaches keeps being read back under the 8
+  symmetries (:mod:`lakeshift.augment`). When no order reaches the plan, the trace is the ``U L R D`` search
+  and its read-back is A*'s own parent chain (each cell's parent: the expansion that gave it its g), an
+  optimal path too, which the answer then follows instead of the plan. Measured: with ``U L R D`` alone the
+  parent chain is the map's ``optimal_path`` (the ``direct`` tie-break) on 100% of 2000 id-train-like maps and
+  99.8% of 5000 maps of sizes 3-12 with hole probability 0.1-0.3; of the 33,284 records of 2000 such maps
+  augmented with ``paths=4,dihedral``, 94.8% get a trace that reads back their own path (77.6% with ``U L R
+  D`` only). ``split.json`` counts the others (``astar_answer_differs``).
 
   The second version of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its
   text: this format is our own design, kept short (the small models' tokenizer has one token per character).
