@@ -98,7 +98,9 @@ def load_yaml(path: str | Path) -> SourcedConfig:
     path = Path(path)
     if not path.is_file():
         raise LakeshiftError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
+    from lakeshift.io import read_text
+
+    text = read_text(path)  # not UTF-8: one line with the line and byte offset
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:

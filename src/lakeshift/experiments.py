@@ -129,7 +129,7 @@ class Stage:
     def recorded_key(self) -> str | None:
         try:
             return json.loads(self.marker.read_text()).get("key")
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
             return None
 
     def done(self) -> bool:
@@ -139,7 +139,7 @@ class Stage:
         """The :func:`code_identity` the stage was last completed with (``None``: unknown or never)."""
         try:
             return json.loads(self.marker.read_text()).get("code")
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
             return None
 
     def mark_done(self, seconds: float) -> None:

@@ -315,6 +315,26 @@ def _check_parents(out: Path, option: str = "--out") -> None:
         raise LakeshiftError(f"{option} {out}: {parent} is a file, not a folder")
 
 
+def png_problem(path: Path) -> str | None:
+    """Why ``path`` is not a complete PNG (missing, not a PNG, truncated before its ``IEND`` chunk), or
+    None. A cheap check of the first and last bytes, for readers that pass images on undecoded."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 12))
+            tail = f.read()
+    except FileNotFoundError:
+        return "not found"
+    except OSError as err:
+        return _problem(err)
+    if head != b"\x89PNG\r\n\x1a\n":
+        return "not a PNG file"
+    if b"IEND" not in tail:
+        return "truncated PNG (no IEND chunk at the end)"
+    return None
+
+
 def is_parquet(path: Path) -> bool:
     """A parquet file (``PAR1`` magic bytes at the start)."""
     try:

@@ -21,6 +21,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from lakeshift.errors import LakeshiftError
 from lakeshift.io import atomic_write
 from lakeshift.scoring import VERDICTS, ScoringMap, last_boxed
 
@@ -176,11 +177,14 @@ class ExampleSampler:
             return
         from PIL import Image
 
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            im.thumbnail((IMAGE_PX, IMAGE_PX))
-            buf = io.BytesIO()
-            im.save(buf, format="PNG", optimize=True)
+        try:
+            with Image.open(path) as im:
+                im = im.convert("RGB")
+                im.thumbnail((IMAGE_PX, IMAGE_PX))
+                buf = io.BytesIO()
+                im.save(buf, format="PNG", optimize=True)
+        except (OSError, ValueError, SyntaxError) as err:  # PIL's errors for a torn or non-PNG file
+            raise LakeshiftError(f"{path}: not a readable PNG ({err}); regenerate the split") from None
         self.images[key] = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
     def examples(self) -> list[dict[str, Any]]:

@@ -143,10 +143,9 @@ def load_suite(name_or_path: str) -> list[SplitSpec]:
     if not path.is_file():
         raise LakeshiftError(f"{path}: no such suite file")
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise LakeshiftError(f"{path}, line {err.lineno}: malformed JSON ({err.msg})") from None
+        from lakeshift.io import read_json
+
+        data = read_json(path)
     else:
         from lakeshift.config import load_yaml
 
@@ -604,7 +603,7 @@ def _stats_dict(st: GenStats) -> dict[str, int]:
 def _read_json(path: Path) -> dict | None:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # ValueError: not UTF-8 or not JSON
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -444,6 +444,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         for lineno, obj in read_jsonl(sft_file, required=("id", "messages")):
             if not isinstance(obj["messages"], list) or not all(isinstance(m, dict) for m in obj["messages"]):
                 raise LakeshiftError(f"{sft_file}, line {lineno}: field 'messages' must be a list of objects")
+            if not isinstance(obj["id"], (str, int)) or isinstance(obj["id"], bool):
+                raise LakeshiftError(
+                    f"{sft_file}, line {lineno}: field 'id' must be a string, got {obj['id']!r}"
+                )
             if "images" in obj:
                 images = obj["images"]
                 if not isinstance(images, list) or not all(isinstance(p, str) for p in images):

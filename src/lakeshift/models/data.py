@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.io import read_jsonl
+from lakeshift.io import png_problem, read_jsonl
 
 ROLES = ("system", "user", "assistant")
 PROMPTS = ("mirage", "map-only")
@@ -165,8 +165,9 @@ def load_sft(
             if not isinstance(images, list) or not all(isinstance(p, str) for p in images):
                 raise LakeshiftError(f"{where}: field 'images' must be a list of paths")
             for image in images:
-                if not (split_dir / image).is_file():
-                    raise LakeshiftError(f"{where}: field 'images': {split_dir / image} not found")
+                problem = png_problem(split_dir / image)  # a torn PNG would reach the model as noise
+                if problem:
+                    raise LakeshiftError(f"{where}: field 'images': {split_dir / image}: {problem}")
         if selected is not None:
             if rec["id"] not in map_sizes:
                 raise LakeshiftError(f"{where}: id {rec['id']!r} is not in {split_dir / 'maps.jsonl'}")

@@ -198,7 +198,7 @@ def predict(
             prediction file written with other settings), before any generation starts.
     """
     out = Path(out)
-    backend.check(input_format)
+    # Local files first: a malformed data file is found before an API is contacted.
     full = load_sft(data, split, input_format, cot_format, need_assistant=False)
     sft = load_sft(
         data,
