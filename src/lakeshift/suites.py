@@ -5,7 +5,9 @@ Layout of ``OUT/`` (field names are fixed; other tools read them)::
     OUT/suite.json                    suite config, hash and split list (written last)
     OUT/<split>/maps.jsonl            one map per line: id, split, size, rows, start, goal, holes, d_inf,
                                       optimal_length, optimal_path, n_optimal_paths (+ source_id, offset
-                                      for embedded maps; + official_id for maps imported with --id-source)
+                                      for embedded maps; + official_id for maps imported with --id-source;
+                                      + augmentation, augmented_from in augmented training splits, one
+                                      line per record: see lakeshift.augment)
     OUT/<split>/images/<id>.png       gymnasium's frame of the map (unless images are turned off)
     OUT/<split>/sft/<input>__<cot>.jsonl   trl conversational records, one per map (image inputs only
                                       when images are written); train splits use the "train" prompt
