@@ -430,3 +430,32 @@ def test_a_report_folder_that_holds_other_files_is_refused(inputs: Inputs, tmp_p
     code, _, err = run_cli(capsys, *WRITERS["report"].argv(inputs, tmp_path))
     one_error_line(code, err, str(out), "not a previous report folder")
     assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
+
+
+def test_show_into_a_full_disk_is_one_line(inputs: Inputs, full_dir: Path) -> None:
+    """``show`` writes to stdout: redirected to a file on a full disk, the failure is still one line."""
+    argv = ["show", inputs.split, "--id", "small-test-00000", "--format", "table"]
+    with (full_dir / "table.txt").open("w") as stdout:
+        result = subprocess.run(
+            [sys.executable, "-m", "lakeshift.cli", *map(str, argv)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "lakeshift show: error: standard output: no space left on device"
+    ]
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_up_during_training_is_one_line(
+    inputs: Inputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Room for run.json and metrics, not for the first checkpoint: safetensors' own error type (not an
+    OSError) still becomes one line naming the run folder."""
+    with tmpfs(tmp_path / "small", size="256k") as where:
+        code, _, err = run_cli(capsys, *WRITERS["train"].argv(inputs, where))
+        one_error_line(code, err, str(where / "run"), "no space left on device")
+        assert (where / "run" / "run.json").is_file() and not (where / "run" / "model").exists()

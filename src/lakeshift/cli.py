@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # `show ... > file` on a full disk fails here, where the handlers below see it
+        return code
     except LakeshiftError as err:
         print(f"lakeshift {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -70,14 +72,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if err.errno not in FILE_SYSTEM_ERRNOS:
             raise
-        out = getattr(args, "out", None) or getattr(args, "workdir", None)
-        print(f"lakeshift {args.command}: error: {os_error_message(err, out)}", file=sys.stderr)
+        print(f"lakeshift {args.command}: error: {os_error_message(err, _output(args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(
             f"lakeshift {args.command}: interrupted; finished work is kept, rerun to resume", file=sys.stderr
         )
         return 130
+    except Exception as err:
+        # Libraries that write for us (safetensors, torch, pyarrow) wrap a full or read-only disk in their
+        # own exception types; those are still an unwritable output, not a bug worth a traceback.
+        from lakeshift.io import wrapped_os_problem
+
+        problem = wrapped_os_problem(err)
+        if problem is None:
+            raise
+        print(
+            f"lakeshift {args.command}: error: {_output(args)}: {problem} ({type(err).__name__})",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _output(args: argparse.Namespace) -> str:
+    """What the command writes, for errors that name no file (a full disk's ``write()``)."""
+    out = getattr(args, "out", None) or getattr(args, "workdir", None)
+    return str(out) if out is not None else "standard output"
 
 
 if __name__ == "__main__":

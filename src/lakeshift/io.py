@@ -54,6 +54,30 @@ def _problem(err: OSError) -> str:
     return _OS_PROBLEMS.get(err.errno or 0) or err.strerror or str(err) or type(err).__name__
 
 
+_WRAPPED = (
+    (("No space left on device", "os error 28"), errno.ENOSPC),
+    (("Read-only file system", "os error 30"), errno.EROFS),
+    (("Disk quota exceeded", "os error 122"), errno.EDQUOT),
+)
+
+
+def wrapped_os_problem(err: BaseException) -> str | None:
+    """The file-system problem behind a library's exception (safetensors' ``SafetensorError``, torch's
+    ``RuntimeError``, pyarrow's errors wrap ENOSPC/EROFS in their own types and messages), or None."""
+    seen: BaseException | None = err
+    for _ in range(8):  # the exception chain: an OSError raised underneath
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in FILE_SYSTEM_ERRNOS:
+            return _problem(seen)
+        seen = seen.__cause__ or seen.__context__
+    text = str(err)
+    for needles, code in _WRAPPED:
+        if any(n in text for n in needles):
+            return _OS_PROBLEMS[code]
+    return None
+
+
 def os_error_message(err: OSError, path: str | Path | None = None) -> str:
     """One line for an ``OSError``: the path (``err.filename``, else ``path``) and what went wrong."""
     name = err.filename if err.filename is not None else path
