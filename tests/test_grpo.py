@@ -96,6 +96,25 @@ def test_grpo_options_are_refused_under_sft(data, tmp_path, capsys):
     assert "--reward is a --method grpo option" in capsys.readouterr().err
 
 
+def test_default_learning_rate_follows_where_the_model_came_from():
+    from lakeshift.models.grpo import GrpoOptions, resolve_grpo_hparams
+
+    opts = GrpoOptions("d", "grid", "none", "m", "o")
+    named_sft = {"model": {"kind": "named"}}
+    grpo_after_named = {"model": {"kind": "path"}, "init": {"from_named_size": True}}
+    for init, lr in (
+        (named_sft, 1e-4),
+        (grpo_after_named, 1e-4),
+        ({"model": {"kind": "hub"}}, 1e-6),
+        ({}, 1e-6),
+    ):
+        hp = resolve_grpo_hparams(opts, init, n_prompts=10, world=1, cuda=False)
+        assert hp["lr"] == lr, init
+    hp = resolve_grpo_hparams(opts, named_sft, n_prompts=10, world=1, cuda=False)
+    # One prompt group of 8 per step: 10 prompts, one epoch = 10 steps, about 5 checkpoints.
+    assert hp["batch_size"] == 8 and hp["prompts_per_step"] == 1 and hp["save_steps"] == 2
+
+
 @pytest.mark.slow
 def test_micro_grpo_through_the_cli_logs_rewards_saves_a_model_and_resumes(data, sft_run, tmp_path):
     out = tmp_path / "grpo"
@@ -108,6 +127,7 @@ def test_micro_grpo_through_the_cli_logs_rewards_saves_a_model_and_resumes(data,
     assert record["rewards"] == {"success": 1.0, "format": 0.5, "progress": 1.0}
     assert record["prompt"] == "map-only"  # taken from the initial run's run.json
     assert record["init"]["run"]["model"]["name"] == "micro" and record["init"]["model"] == str(sft_run)
+    assert record["init"]["from_named_size"] is True
     cfg = record["grpo_config"]
     assert cfg["num_generations"] == 4 and cfg["reward_weights"] == [1.0, 0.5, 1.0]
     assert cfg["max_completion_length"] == record["hparams"]["max_completion_length"] > 0

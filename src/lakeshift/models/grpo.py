@@ -225,13 +225,21 @@ def default_completion_length(sft: SftSet, tokenizer: Any) -> int:
     return math.ceil(1.25 * longest) + 16
 
 
+def from_named_size(init: dict[str, Any]) -> bool:
+    """Whether the initial run is one of lakeshift's from-scratch named sizes, or GRPO after one (a GRPO
+    run.json records it in ``init.from_named_size``)."""
+    if (init.get("model") or {}).get("kind") == "named":
+        return True
+    return bool((init.get("init") or {}).get("from_named_size"))
+
+
 def resolve_grpo_hparams(
     opts: GrpoOptions, init: dict[str, Any], n_prompts: int, world: int, cuda: bool
 ) -> dict[str, Any]:
     """Every setting of the run (recorded in ``run.json``; checked on ``--resume``)."""
     from lakeshift.models.train import cpu_has_bf16
 
-    named = (init.get("model") or {}).get("kind") == "named"
+    named = from_named_size(init)
     batch = opts.batch_size or opts.num_generations
     grad_accum = opts.grad_accum or 1
     epochs = opts.epochs if opts.epochs is not None else 1.0
@@ -255,7 +263,7 @@ def resolve_grpo_hparams(
         "weight_decay": opts.weight_decay if opts.weight_decay is not None else 0.0,
         "seed": opts.seed,
         "bf16": opts.bf16 if opts.bf16 is not None else (cuda or cpu_has_bf16()),
-        "gradient_checkpointing": bool(opts.gradient_checkpointing) if opts.gradient_checkpointing else False,
+        "gradient_checkpointing": bool(opts.gradient_checkpointing),
         "lora": {"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         "save_steps": opts.save_steps or max(1, -(-total // 5)),
         "logging_steps": opts.logging_steps or 1,
@@ -358,6 +366,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         distributed=distributed,
         init={
             "model": opts.model,
+            "from_named_size": from_named_size(init),
             "path": str(Path(spec.source).resolve()) if spec.kind == "path" and spec.source else spec.source,
             "run": {
                 k: init[k]
