@@ -265,9 +265,13 @@ def _launch_env(config: str) -> tuple[object, dict[str, str]]:
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 
     args = launch_command_parser().parse_args(["--config_file", str(REPO / config), "x.py"])
-    args, _, _ = _validate_launch_command(args)
+    args, defaults, mp_from_config = _validate_launch_command(args)
     if args.use_deepspeed:
         from accelerate.utils.launch import prepare_deepspeed_cmd_env
+
+        # As accelerate's launch_command does before its DeepSpeed launcher.
+        fields = list(defaults.deepspeed_config) + (["mixed_precision"] if mp_from_config else [])
+        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
 
         _, env = prepare_deepspeed_cmd_env(args)
     else:
@@ -324,6 +328,21 @@ def test_deepspeed_configs_pass_deepspeeds_own_parser(
     hf.trainer_config_finalize(training, model=None, num_training_steps=10)
     parsed = DeepSpeedConfig(hf.config)  # DeepSpeed's own validation (pydantic models, batch arithmetic)
     assert parsed.zero_optimization_stage == stage
+
+
+def test_gpu_wheels_cover_what_the_offline_gpu_machine_lacks() -> None:
+    """The wheel list of benchmarks/gpu_wheels.sh: trl, datasets and their dependencies, never torch."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_wheels.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = {line.split("==")[0] for line in proc.stdout.split()}
+    assert {"trl", "datasets", "pyarrow", "dill", "xxhash", "multiprocess", "fsspec", "pygame-ce"} <= names
+    assert not {n for n in names if n == "torch" or n.startswith(("nvidia-", "triton"))}
+    for script in ("gpu_check.sh", "gpu_wheels.sh"):
+        subprocess.run(["bash", "-n", str(REPO / "benchmarks" / script)], check=True)
 
 
 def test_python_runs_the_cli_module() -> None:
