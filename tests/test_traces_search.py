@@ -48,6 +48,7 @@ def reference_astar(
 
     g = {m.start: 0}
     order = {m.start: 0}
+    added = 0
     open_set = {m.start}
     closed: set[Cell] = set()
     out = []
@@ -71,7 +72,8 @@ def reference_astar(
                 marks += letter + "O"
             else:
                 g[nxt] = g[cell] + 1
-                order[nxt] = len(order)  # a re-added cell queues behind everything added before
+                added += 1
+                order[nxt] = added  # a re-added cell queues behind everything added before
                 open_set.add(nxt)
                 marks += letter + "+"
         out.append((cell, g[cell], h(cell), marks))
