@@ -7,7 +7,7 @@ import math
 import random
 from itertools import pairwise, permutations
 
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from lakeshift import experiments, scoring, traces
@@ -88,8 +88,18 @@ def assert_optimal_cells(m: FrozenLakeMap, cells: list[Cell]) -> None:
         assert m.inside(b) and b not in m.holes
 
 
+# A map where cells are re-added with a smaller g ("+" on an open cell) and queue behind later additions.
+READDED = FrozenLakeMap(
+    8,
+    frozenset({(0, 2), (1, 2), (1, 6), (2, 3), (2, 6), (4, 5), (4, 7), (5, 6), (6, 4), (6, 7), (7, 2)}),
+    (2, 7),
+    (0, 1),
+)
+
+
 @settings(max_examples=150, deadline=None)
 @given(case=solved_maps())
+@example(case=(READDED, READDED.optimal_path()))
 def test_astar_trace_replays_a_true_astar_run_and_reads_back_an_optimal_path(case: tuple) -> None:
     m, path = case
     text = traces.completion(m, path, "astar")
