@@ -286,12 +286,6 @@ def _binomial_cdf(cells: int, q: float) -> tuple[float, ...]:
 
 
 @lru_cache(maxsize=64)
-def _cell_bits(n: int) -> tuple[int, ...]:
-    """Per flat cell index: its single-bit bitboard."""
-    return tuple(1 << b for b in _geometry(n)[2])
-
-
-@lru_cache(maxsize=64)
 def _pool(cells: int) -> tuple[int, ...]:
     return tuple(range(cells))
 
@@ -303,6 +297,15 @@ def _geometry(n: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]
     cols = tuple(i % n for i in range(n * n))
     bits = tuple(r * (n + 1) + c for r, c in zip(rows, cols, strict=True))
     return rows, cols, bits
+
+
+def _bitboard(cells: Iterable[int], bit_of: Sequence[int], n_bits: int) -> int:
+    """The bitboard with the bits ``bit_of[c]`` set, built in one pass (O(n^2), not O(n^2) per cell)."""
+    board = bytearray((n_bits + 7) // 8)
+    for c in cells:
+        b = bit_of[c]
+        board[b >> 3] |= 1 << (b & 7)
+    return int.from_bytes(board, "little")
 
 
 # ----- one map ----------------------------------------------------------------------------------------------
@@ -329,7 +332,6 @@ def _draw_random(
     nn = n * n
     w = n + 1
     rows_of, cols_of, bit_of = _geometry(n)
-    cell_bit = _cell_bits(n)
     cdf = _binomial_cdf(nn, float(g.hole_prob))
     full = _full_mask(n)
     dmin, dmax = g.d_inf_min, (n - 1 if g.d_inf_max is None else g.d_inf_max)
@@ -348,18 +350,18 @@ def _draw_random(
         if k > nn - 2:
             stats.unsolvable += 1
             continue
-        hole_bits = 0
         if 2 * k <= nn:
             # Sparse holes: draw cells until k distinct ones are neither start, goal nor already holes
-            # (a uniform k-subset of the other cells, like Fisher-Yates, at a fraction of its cost).
-            taken = (1 << s) | (1 << t)
+            # (a uniform k-subset of the other cells, like Fisher-Yates, at a fraction of its cost). A
+            # bytearray, not a bitboard: setting one bit of an n*n-bit integer copies it (O(n^4) per map).
+            taken = bytearray(nn)
+            taken[s] = taken[t] = 1
             holes = []
             while len(holes) < k:
                 c = int(rnd() * nn)
-                if not (taken >> c) & 1:
-                    taken |= 1 << c
+                if not taken[c]:
+                    taken[c] = 1
                     holes.append(c)
-                    hole_bits |= cell_bit[c]
         else:
             # Dense holes: partial Fisher-Yates; positions 0 and 1 hold start and goal, the next k the holes.
             pool = list(pool0)
@@ -369,8 +371,8 @@ def _draw_random(
             for j in range(2, 2 + k):
                 r = j + int(rnd() * (nn - j))
                 pool[j], pool[r] = pool[r], pool[j]
-                hole_bits |= cell_bit[pool[j]]
             holes = pool[2 : 2 + k]
+        hole_bits = _bitboard(holes, bit_of, w * n)
         sb, gb = bit_of[s], bit_of[t]
         layers = _bfs_layers(full & ~hole_bits, 1 << gb, 1 << sb, w)
         if layers is None:
@@ -442,11 +444,7 @@ def _embed(
             cells[base : base + k] = row.encode("ascii")
         flat = cells.decode("ascii")
         s, t = flat.index("S"), flat.index("G")
-        hole_bits = 0
-        pos = flat.find("H")
-        while pos >= 0:
-            hole_bits |= 1 << bit_of[pos]
-            pos = flat.find("H", pos + 1)
+        hole_bits = _bitboard((i for i, ch in enumerate(flat) if ch == "H"), bit_of, w * n)
         sb, gb = bit_of[s], bit_of[t]
         layers = _bfs_layers(full & ~hole_bits, 1 << gb, 1 << sb, w)
         assert layers is not None, "an embedded solvable map stays solvable"

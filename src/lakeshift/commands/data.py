@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakeshift.commands import hole_probability, map_size, positive_int
+from lakeshift.commands import hole_probability, map_size, positive_float, positive_int
 from lakeshift.errors import LakeshiftError
 
 SHOW_FORMATS = ("desc", "table", "grid", "image")
@@ -72,6 +72,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-images", action="store_true", help="write no PNGs and no image__* SFT files (text only)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--max-memory-gb",
+        type=positive_float,
+        help="refuse runs whose estimated peak memory exceeds this (default: the memory available now); "
+        "the estimate (from sizes, counts and formats) is printed when a run is refused",
+    )
+    p.add_argument(
+        "--max-hours",
+        type=positive_float,
+        default=24.0,
+        help="refuse runs estimated to take longer than this (default 24)",
+    )
     p.add_argument(
         "--inputs",
         default="image,desc,table,grid",
@@ -247,6 +259,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
     if augment is not None:
         specs = _with_augment(specs, augment, custom)
+    from lakeshift import bounds
+
+    # Before any work: a run the machine cannot hold (memory, disk) or that would take absurdly long is one
+    # clear line, not a hang (a 1000x1000 map's grid CoT alone is gigabytes).
+    estimate = bounds.estimate(
+        bounds.suite_sizes(specs), inputs, cots, images=not args.no_images, workers=args.workers
+    )
+    bounds.check(estimate, args.out, max_memory_gb=args.max_memory_gb, max_hours=args.max_hours)
     import time
 
     from lakeshift.io import output_lock
