@@ -110,7 +110,7 @@ NUMBER_KEYS = {
     "warmup_steps": "nonnegative_int", "weight_decay": "nonnegative_float", "limit": "positive_int",
     "max_length": "positive_int", "max_minutes": "positive_float", "per_size": "positive_int",
     "max_new_tokens": "positive_int", "temperature": "nonnegative_float", "concurrency": "positive_int",
-    "examples": "nonnegative_int",
+    "examples": "nonnegative_int", "seed": "nonnegative_int",
 }  # fmt: skip
 
 

@@ -76,3 +76,11 @@ def map_size(text: str) -> int:
     if value < 2:
         raise argparse.ArgumentTypeError(f"map size must be an integer >= 2, got {text!r}")
     return value
+
+
+def seed(text: str) -> int:
+    """A random seed torch, numpy and Python all accept: an integer in [0, 2**32)."""
+    value = int(_parse(text, int))
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32), got {text!r}")
+    return value

@@ -15,6 +15,7 @@ from lakeshift.commands import (
     positive_float,
     positive_int,
     probability,
+    seed,
 )
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import PROMPTS  # light: no torch
@@ -112,7 +113,7 @@ def _register_train(subparsers: Any) -> None:
     p.add_argument("--lr", type=positive_float, help="peak learning rate")
     p.add_argument("--warmup-steps", type=nonnegative_int)
     p.add_argument("--weight-decay", type=nonnegative_float)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="0 .. 2**32 - 1 (numpy's range; default 0)")
     p.add_argument("--limit", type=positive_int, help="train on the first N records only")
     p.add_argument("--sizes", type=_sizes, help="train on maps of these sizes only, e.g. 3,4")
     p.add_argument("--lora", action="store_true", help="LoRA adapters (peft) instead of full fine-tuning")
@@ -271,7 +272,7 @@ def _register_predict(subparsers: Any) -> None:
     )
     p.add_argument("--temperature", type=nonnegative_float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-p", type=probability, default=1.0, help="nucleus sampling, in (0, 1]")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (recorded; unused when greedy)")
+    p.add_argument("--seed", type=seed, default=0, help="sampling seed (recorded; unused when greedy)")
     p.add_argument(
         "--batch-size", type=positive_int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)"
     )
