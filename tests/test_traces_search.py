@@ -330,3 +330,23 @@ def test_max_new_tokens_is_measured_from_the_path_cot_references(tmp_path) -> No
         full = load_sft(tmp_path, "t", "grid", cot, need_assistant=False)
         longest = max(len(reference_completion(r) or "") for r in full.records)
         assert default_max_new_tokens(full, Chars()) == math.ceil(1.25 * longest) + 16
+
+
+def test_the_report_highlights_the_diverging_step_of_a_path_cot() -> None:
+    from lakeshift import report_html
+
+    text = traces.completion(FIG3, FIG3.optimal_path(), "astar")
+    bad_line = text.replace("(2,1) g2 h2: U+ LW RH DC", "(2,1) g2 h2: U+ LW R+ DC")
+    bad_path = text.replace("path: (1,2) (1,1) (2,1)", "path: (1,2) (2,2) (2,1)")
+    bad_cell = "(3,2) (3,1) (2,2) (1,1)\n\\boxed{LEFT}"
+    for out, cot, shown in (
+        (bad_line, "astar", "(2,1) g2 h2: U+ LW R+ DC"),
+        (bad_path, "astar", "(2,2)"),
+        (bad_cell, "coords", "(2,2)"),
+    ):
+        step = scoring.faithfulness(FIG3, out, cot, None)["trace_divergence_step"]
+        span = report_html.step_span(out, cot, step)
+        assert span is not None and out[span[0] : span[1]] == shown
+        assert (
+            out.index(shown) == span[0] if cot == "coords" or "g2" in shown else out.rindex(shown) == span[0]
+        )

@@ -78,6 +78,8 @@ def step_span(output: str, cot: str, step: int) -> tuple[int, int] | None:
     """Where trace step ``step`` (1-based) lies in the output: its map block, else its announcement."""
     from lakeshift import traces
 
+    if cot in traces.PATH_COTS:
+        return traces.path_step_span(output, cot, step)
     try:
         steps = traces.parse_steps(output, cot)
     except ValueError:

@@ -522,6 +522,31 @@ def parse_search(text: str) -> ParsedSearch:
     return ParsedSearch(tuple(expansions), tuple(lines), path, tuple(errors))
 
 
+def path_step_span(text: str, cot: str, step: int) -> tuple[int, int] | None:
+    """Where step ``step`` (1-based, numbered as :func:`lakeshift.scoring.check_search_trace` numbers them)
+    of a path CoT lies in ``text``: a ``coords`` cell; an ``astar`` expansion line, or a read-back cell."""
+    cut = text.rfind(_BOXED)
+    body = text if cut < 0 else text[:cut]
+    if cot == "coords":
+        cells = list(_CELL.finditer(body))
+        return (cells[step].start(), cells[step].end()) if 0 < step < len(cells) else None
+    lines: list[tuple[int, int]] = []
+    path: list[tuple[int, int]] = []
+    pos = 0
+    for line in body.splitlines(keepends=True):
+        stripped = line.strip()
+        start = pos + len(line) - len(line.lstrip())
+        if stripped.startswith("path:"):
+            path = [(pos + c.start(), pos + c.end()) for c in _CELL.finditer(line)]
+        elif stripped:
+            lines.append((start, start + len(stripped)))
+        pos += len(line)
+    if 0 < step <= len(lines):
+        return lines[step - 1]
+    j = step - len(lines)
+    return path[j] if 0 < j < len(path) else (path[0] if path and j <= 0 else None)
+
+
 def parse_cells(text: str) -> list[Cell]:
     r"""The cells (0-based) a ``coords`` trace writes before its last ``\boxed{``, in order."""
     cut = text.rfind(_BOXED)
