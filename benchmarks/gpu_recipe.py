@@ -72,7 +72,10 @@ def build(shape: str, texts: list[str], device: str) -> tuple[Any, Any]:
         return tiny.to(device), processor
     processor.image_processor = Qwen2VLImageProcessorPil(patch_size=14, merge_size=2, temporal_patch_size=2)
     cfg = tiny.config.to_dict()
-    cfg["text_config"].update(SHAPES[shape]["text"])
+    cfg["text_config"].pop("layer_types", None)  # one entry per layer of the tiny model: rebuilt for 28
+    cfg["text_config"].update(
+        SHAPES[shape]["text"], max_window_layers=SHAPES[shape]["text"]["num_hidden_layers"]
+    )
     cfg["vision_config"].update(SHAPES[shape]["vision"])
     config = Qwen2_5_VLConfig.from_dict(cfg)
     with torch.device(device):  # random init on the GPU, in bf16: seconds, no 33 GB fp32 copy in RAM
