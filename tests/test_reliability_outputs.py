@@ -459,3 +459,19 @@ def test_a_disk_that_fills_up_during_training_is_one_line(
         code, _, err = run_cli(capsys, *WRITERS["train"].argv(inputs, where))
         one_error_line(code, err, str(where / "run"), "no space left on device")
         assert (where / "run" / "run.json").is_file() and not (where / "run" / "model").exists()
+
+
+def test_predict_refuses_a_model_whose_saving_was_cut_short(inputs: Inputs, tmp_path: Path, capsys) -> None:
+    """A full disk while saving ``model/`` leaves run.json at status 'running': predict does not load the
+    half-written weights."""
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "model.safetensors").write_bytes(b"\0" * 100)
+    (run / "run.json").write_text(
+        json.dumps({"status": "running", "input_format": "grid", "cot_format": "none"})
+    )
+    argv = WRITERS["predict"].argv(inputs, tmp_path)
+    argv[argv.index("openai")] = "hf"
+    argv[argv.index("fake")] = run
+    code, _, err = run_cli(capsys, *argv)
+    one_error_line(code, err, str(run / "run.json"), "status 'running'", "--resume")

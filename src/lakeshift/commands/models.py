@@ -306,6 +306,12 @@ def _run_record(model: str) -> dict[str, Any]:
             raise LakeshiftError(
                 f"{run}: field {key!r} is {record[key]!r} (expected one of {', '.join(allowed)})"
             )
+    if record.get("status") == "running" and (Path(model) / "model").exists():
+        # run.json says "done" only after model/ is completely saved: this one was cut short while saving.
+        raise LakeshiftError(
+            f"{run}: status 'running', so {Path(model) / 'model'} is not a complete model (killed or out of "
+            "disk while saving?); finish the run with `lakeshift train ... --resume`"
+        )
     return record
 
 
