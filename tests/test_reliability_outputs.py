@@ -475,3 +475,20 @@ def test_predict_refuses_a_model_whose_saving_was_cut_short(inputs: Inputs, tmp_
     argv[argv.index("fake")] = run
     code, _, err = run_cli(capsys, *argv)
     one_error_line(code, err, str(run / "run.json"), "status 'running'", "--resume")
+
+
+def test_a_report_rerun_that_fails_leaves_no_old_report_html(inputs: Inputs, tmp_path: Path, capsys) -> None:
+    """report.html marks a finished report: a rerun that fails part-way (here on a torn PNG, after the
+    scored records are rewritten) does not keep the old page next to half of the new files."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(inputs.data, data)
+    argv = ["report", inputs.runs, "--data", data, "--out", tmp_path / "rep", "--examples", "6"]
+    assert run_cli(capsys, *argv)[0] == 0
+    assert (tmp_path / "rep" / "report.html").is_file()
+    for png in (data / "small-test" / "images").glob("*.png"):
+        png.write_bytes(png.read_bytes()[:100])
+    code, _, err = run_cli(capsys, *argv)
+    one_error_line(code, err, "not a readable PNG")
+    assert not (tmp_path / "rep" / "report.html").exists()

@@ -265,6 +265,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         previous=lambda d: (d / "report.html").is_file() or (d / "scored").is_dir(),
         what="report folder (with report.html)",
     )
+    # report.html is written last and marks a finished report: a rerun that fails part-way (a full disk)
+    # must not leave the old page next to half of the new tables.
+    (args.out / "report.html").unlink(missing_ok=True)
     result = build_report(
         runs,
         args.out,
