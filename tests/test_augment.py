@@ -147,6 +147,7 @@ def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_augmented_suite_is_identical_for_any_worker_count_and_disjoint_from_test(tmp_path: Path) -> None:
     kw = dict(seed=3, cot_formats=("none", "astar", "coords"), progress=False, log=lambda _: None)
     one = build_suite(SPECS, tmp_path / "w1", workers=1, **kw)

@@ -123,11 +123,12 @@ def test_astar_trace_replays_a_true_astar_run_and_reads_back_an_optimal_path(cas
     # The identity and the three quarter turns of U L R D, then its mirror image and the mirror's turns.
     assert orders[:8] == ["ULRD", "RUDL", "DRLU", "LDUR", "URLD", "RDUL", "DLRU", "LUDR"]
     assert sorted(orders) == sorted({"".join(p) for p in permutations("ULRD")})
-    reaching = [
-        o for o in orders if all(reference_astar(m, o)[1].get(c) == i for i, c in enumerate(positions))
-    ]
-    if reaching:
-        assert order == reaching[0] and moves == path
+    reaching = next(
+        (o for o in orders if all(reference_astar(m, o)[1].get(c) == i for i, c in enumerate(positions))),
+        None,
+    )
+    if reaching is not None:
+        assert order == reaching and moves == path
     else:
         assert order == "ULRD"
     faith = scoring.faithfulness(m, text, "astar", moves)
