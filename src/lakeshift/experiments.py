@@ -79,6 +79,7 @@ TRAIN_KEYS = {
     "model": str, "split": str, "preset": str, "epochs": (int, float), "max_steps": int, "batch_size": int,
     "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
     "seed": int, "limit": int, "lora": bool, "max_length": int, "prompt": str, "max_minutes": (int, float),
+    "tokenizer": str,
 }  # fmt: skip
 PREDICT_KEYS = {
     "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,
@@ -581,9 +582,9 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         s.mark_done(time.time() - t0)
     report = study.workdir / "report"
     print(f"\nreport: {report / 'report.html'}", file=out)
-    table = report / "table1.md"
-    if table.is_file():
-        print(table.read_text(), file=sys.stdout)
+    for name in ("summary.md", "table1.md"):
+        if (report / name).is_file():
+            print((report / name).read_text(), file=sys.stdout)
     return 0
 
 

@@ -430,6 +430,33 @@ def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Tab
     )
 
 
+def split_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table | None:
+    """Accuracy per run and split, pooled over sizes, with 95% Wilson intervals and n: how far a skill
+    learned in distribution carries out of it, next to the baselines on the same maps."""
+    splits = sorted({k[1] for k in by_split}, key=_split_order)
+    rows = []
+    for run in runs:
+        values: list[float | None] = []
+        for split in splits:
+            cell = by_split.get((run, split))
+            values += [cell.acc, *cell.interval, float(cell.n)] if cell and cell.n else [None] * 4
+        if any(v is not None for v in values):
+            rows.append((run_labels(run), values))
+    if not rows:
+        return None
+    return Table(
+        "summary",
+        "Accuracy per split, pooled over sizes: accuracy, 95% Wilson interval, maps.",
+        list(LABELS),
+        [(str(split), 4) for split in splits],
+        ["acc", "lo", "hi", "n"] * len(splits),
+        rows,
+        2,
+        short=[str(split) for split in splits],
+        int_columns=("n",),
+    )
+
+
 def faithfulness_table(by_split: Mapping[tuple, Cell], records_faith: Mapping[tuple, dict]) -> Table | None:
     """CoT faithfulness per run and split: traced outputs, faithful share, answer-agrees share."""
     rows = []
@@ -1243,6 +1270,7 @@ def _tables(
 ) -> list[Table]:
     """Every table with at least one row (the reference's rows only in Tables 1, 3 and 5)."""
     tables = (
+        split_table(cells.by_split, run_keys),
         table1(cells.by_split_size, run_keys, ref),
         table3(cells.by_split_dinf, run_keys, ref),
         table5(cells.by_split_size, cells.model_runs, cells.unit, reference=ref),

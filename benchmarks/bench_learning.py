@@ -1,0 +1,244 @@
+"""Learning curves and recipe sweeps for small models trained from scratch on this CPU (run by hand).
+
+    python benchmarks/bench_learning.py --out bench-learning                      # the default sweep
+    python benchmarks/bench_learning.py --out bench-learning --only desc-coords-mini-15
+    python benchmarks/bench_learning.py --out bench-learning --list
+
+Each arm trains one model with ``lakeshift train`` under a time budget (``--max-minutes``, learning rate
+annealed with the clock), predicts greedily with ``lakeshift predict`` on id-test (50 maps per size 3-6)
+and on ood-size / ood-dist (25 per size 7-10), and scores with ``lakeshift score``. The data is one suite
+(``SUITE`` below: 40,000 training maps with id-train's distribution) generated once into ``OUT/data``.
+Results go to ``OUT/results.jsonl`` one line per arm as it finishes (rerunning skips finished arms, so an
+interrupted sweep resumes), with the load average before and after training; ``OUT/results.md`` is the
+table. Run one sweep at a time, on an otherwise idle machine: two training jobs on 2 cores slow each
+other far more than 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SUITE = {
+    "name": "bench-learning",
+    "seed": 0,
+    "splits": [
+        {
+            "name": "id-train",
+            "train": True,
+            "groups": [
+                {"size": s, "count": c, "hole_prob": 0.2}
+                for s, c in ((3, 4000), (4, 8000), (5, 12000), (6, 16000))
+            ],
+        },
+        {
+            "name": "id-test",
+            "exclude": ["id-train"],
+            "groups": [{"size": s, "count": 50, "hole_prob": 0.2} for s in (3, 4, 5, 6)],
+        },
+        {
+            "name": "ood-size",
+            "exclude": ["id-train"],
+            "groups": [{"size": s, "count": 25, "hole_prob": 0.1} for s in (7, 8, 9, 10)],
+        },
+        {
+            "name": "ood-dist",
+            "exclude": ["id-train"],
+            "groups": [{"size": s, "count": 25, "hole_prob": 0.1, "d_inf_min": 6} for s in (7, 8, 9, 10)],
+        },
+    ],
+}
+INPUTS = "grid,desc"
+COTS = "none,coords,desc,grid+desc"
+SPLITS = ("id-test", "ood-size", "ood-dist")
+
+
+def arm(input_format: str, cot: str, model: str, minutes: float, **train: Any) -> dict[str, Any]:
+    """One sweep arm: a format pair, a named size, a time budget and extra ``lakeshift train`` options."""
+    extra = "".join(f"-{k.replace('_', '')}{v}" for k, v in sorted(train.items()))
+    name = f"{input_format}-{cot.replace('+', '')}-{model}-{minutes:g}{extra}"
+    return {
+        "name": name,
+        "input": input_format,
+        "cot": cot,
+        "model": model,
+        "minutes": minutes,
+        "train": train,
+    }
+
+
+# The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
+CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
+ARMS = [
+    arm("grid", "coords", "mini", 20, batch_size=32, lr=3e-3),
+    *(arm(i, c, "mini", m, batch_size=32, lr=3e-3) for m in (5, 15, 45, 120) for i, c in CURVE_FORMATS),
+]
+
+
+def sh(argv: list[str], log: Path) -> None:
+    with log.open("a", encoding="utf-8") as f:
+        f.write(f"$ {' '.join(argv)}\n")
+        f.flush()
+        rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, check=False).returncode
+    if rc != 0:
+        raise SystemExit(f"failed (exit {rc}): {' '.join(argv)}; see {log}")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
+    run = out / "runs" / a["name"]
+    log = out / "runs" / f"{a['name']}.log"
+    run.parent.mkdir(parents=True, exist_ok=True)
+    argv = ["lakeshift", "train", "--data", str(data), "--input", a["input"], "--cot", a["cot"]]
+    argv += ["--model", a["model"], "--prompt", "map-only", "--max-minutes", str(a["minutes"])]
+    argv += ["--epochs", "1000", "--out", str(run)]
+    for key, value in a["train"].items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    if not (run / "model").is_dir():
+        if run.exists():
+            argv.append("--resume")
+        load_before = load()
+        sh(argv, log)
+    else:
+        load_before = None
+    load_after = load()
+    record = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    row: dict[str, Any] = {
+        "arm": a["name"],
+        "input": a["input"],
+        "cot": a["cot"],
+        "model": a["model"],
+        "n_params": record["model"].get("n_params"),
+        "minutes": a["minutes"],
+        "train": a["train"],
+        "steps": record.get("global_step"),
+        "train_seconds": record.get("train_seconds"),
+        "load_before": load_before,
+        "load_after_train": load_after,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    for split in SPLITS:
+        preds = run / f"{split}.jsonl"
+        sh(
+            [
+                "lakeshift",
+                "predict",
+                "--model",
+                str(run),
+                "--data",
+                str(data),
+                "--split",
+                split,
+                "--out",
+                str(preds),
+            ],
+            log,
+        )
+        scored = run / f"{split}.scored.jsonl"
+        sh(
+            [
+                "lakeshift",
+                "score",
+                "--maps",
+                str(data / split / "maps.jsonl"),
+                "--predictions",
+                str(preds),
+                "--out",
+                str(scored),
+            ],
+            log,
+        )
+        verdicts = [json.loads(x) for x in scored.read_text(encoding="utf-8").splitlines() if x.strip()]
+        k, n = sum(bool(v["success"]) for v in verdicts), len(verdicts)
+        by_size: dict[int, list[int]] = {}
+        for v in verdicts:
+            by_size.setdefault(int(v["size"]), [0, 0])
+            by_size[int(v["size"])][0] += bool(v["success"])
+            by_size[int(v["size"])][1] += 1
+        row[split] = {
+            "k": k,
+            "n": n,
+            "acc": round(k / n, 4) if n else None,
+            "by_size": {str(s): f"{kk}/{nn}" for s, (kk, nn) in sorted(by_size.items())},
+        }
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| arm | params | steps | load | id-test | ood-size | ood-dist |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [f"{r[s]['k']}/{r[s]['n']} = {r[s]['acc']:.3f}" for s in SPLITS]
+        lb = "-" if r["load_before"] is None else f"{r['load_before']:.1f}"
+        lines.append(
+            f"| {r['arm']} | {r['n_params']:,} | {r['steps']} | {lb}/{r['load_after_train']:.1f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("bench-learning"))
+    parser.add_argument("--only", nargs="*", help="arm names to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the arms and exit")
+    args = parser.parse_args()
+    if args.list:
+        for a in ARMS:
+            print(a["name"])
+        return 0
+    arms = [a for a in ARMS if not args.only or a["name"] in args.only]
+    if args.only and len(arms) != len(args.only):
+        known = {a["name"] for a in ARMS}
+        raise SystemExit(f"unknown arm(s): {', '.join(sorted(set(args.only) - known))} (see --list)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    suite = args.out / "suite.json"
+    suite.write_text(json.dumps(SUITE, indent=1), encoding="utf-8")
+    data = args.out / "data"
+    sh(
+        [
+            "lakeshift",
+            "generate",
+            "--suite",
+            str(suite),
+            "--out",
+            str(data),
+            "--no-images",
+            "--no-progress",
+            "--inputs",
+            INPUTS,
+            "--cots",
+            COTS,
+        ],
+        args.out / "generate.log",
+    )
+    results = args.out / "results.jsonl"
+    done = {json.loads(x)["arm"] for x in results.read_text().splitlines()} if results.is_file() else set()
+    for a in arms:
+        if a["name"] in done:
+            continue
+        print(f"arm {a['name']} ({a['minutes']:g} min of training)", file=sys.stderr, flush=True)
+        row = run_arm(a, args.out, data)
+        with results.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+    rows = [json.loads(x) for x in results.read_text().splitlines()]
+    (args.out / "results.md").write_text(table(rows), encoding="utf-8")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
