@@ -376,3 +376,12 @@ def test_no_reader_ever_crashes_on_arbitrary_bytes(data: Path, draw: st.DataObje
     assert code in (0, 2), err
     if code == 2:
         assert len([line for line in err.splitlines() if ": error: " in line]) == 1, err
+
+
+@pytest.mark.parametrize("content", [b'{"data": {"sha256": "\xff"}}', b"[1, 2]", b'{"data": 5}', b"{"])
+def test_train_resume_on_a_broken_run_json_is_one_line(content: bytes, work: Path) -> None:
+    out = work / "run"
+    out.mkdir()
+    (out / "run.json").write_bytes(content)
+    code, err = quiet_main([*MAP_READERS["train"](work), "--resume"])
+    one_error_line(code, err, str(out / "run.json"))

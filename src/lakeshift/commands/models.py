@@ -210,6 +210,13 @@ def _train(args: argparse.Namespace) -> int:
     check_output(
         args.out, inputs=(data, data / args.split), kind="dir", previous=lambda d: True, what="run folder"
     )
+    run_json = Path(args.out) / "run.json"
+    if run_json.is_file():  # read before resuming: a torn or foreign run.json is one line, not a traceback
+        from lakeshift.io import read_json
+
+        record = read_json(run_json)
+        if not isinstance(record, dict) or not isinstance(record.get("data"), dict):
+            raise LakeshiftError(f"{run_json}: not a lakeshift run record (an object with 'data')")
     # One trainer per run folder; under `accelerate launch` the ranks of one run are that trainer, and rank 0
     # (the only one that writes there) holds the lock for them all.
     rank = int(os.environ.get("RANK", "0") or 0)
