@@ -77,6 +77,7 @@ def arm(input_format: str, cot: str, model: str, minutes: float, **train: Any) -
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
 ARMS = [
     arm("grid", "coords", "mini", 20, batch_size=32, lr=3e-3),
+    arm("grid", "coords", "mini", 35, batch_size=32, lr=3e-3),
     *(arm(i, c, "mini", m, batch_size=32, lr=3e-3) for m in (5, 15, 45, 120) for i, c in CURVE_FORMATS),
 ]
 

@@ -582,9 +582,10 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         s.mark_done(time.time() - t0)
     report = study.workdir / "report"
     print(f"\nreport: {report / 'report.html'}", file=out)
-    for name in ("summary.md", "table1.md"):
-        if (report / name).is_file():
-            print((report / name).read_text(), file=sys.stdout)
+    # The report stage printed Table 1; the summary puts ID and both OOD splits side by side.
+    summary = report / "summary.md"
+    if summary.is_file():
+        print(summary.read_text(), file=sys.stdout)
     return 0
 
 

@@ -40,7 +40,6 @@ import dataclasses
 import json
 import math
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -315,12 +314,12 @@ def train_grpo(opts: GrpoOptions) -> Path:
     """
     from lakeshift.models.train import (
         _check_resume,
-        _last_checkpoint,
-        _progress_callback,
         _run_record,
         _TimeBudget,
         _write_run,
         budget_trainer_class,
+        lora_config,
+        train_and_save,
     )
 
     out = Path(opts.out)
@@ -328,9 +327,14 @@ def train_grpo(opts: GrpoOptions) -> Path:
     opts, spec, init, weights = resolve_grpo(opts)
     assert opts.prompt is not None
     sft = load_sft(
-        opts.data, opts.split, opts.input_format, opts.cot_format, sizes=opts.sizes, limit=opts.limit,
+        opts.data,
+        opts.split,
+        opts.input_format,
+        opts.cot_format,
+        sizes=opts.sizes,
+        limit=opts.limit,
         prompt=opts.prompt,
-    )  # fmt: skip
+    )
     rows = prompt_rows(sft)
     if (out / "model").exists() and not opts.resume:
         raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
@@ -387,24 +391,11 @@ def train_grpo(opts: GrpoOptions) -> Path:
     model = load_model(spec, dtype=dtype)
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
-    peft_config = None
-    if hp["lora"]:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=hp["lora"]["r"],
-            lora_alpha=hp["lora"]["alpha"],
-            lora_dropout=hp["lora"]["dropout"],
-            target_modules="all-linear",
-            exclude_modules=r".*visual.*" if spec.vision else None,
-            task_type="CAUSAL_LM",
-        )
+    peft_config = lora_config(hp, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 
     # 3. Train.
     from datasets import Dataset
-    from transformers import PrinterCallback
-    from transformers.utils import logging as hf_logging
     from trl import GRPOTrainer
 
     budget = _TimeBudget(hp["max_minutes"], world) if hp["max_minutes"] else None
@@ -422,40 +413,18 @@ def train_grpo(opts: GrpoOptions) -> Path:
         peft_config=peft_config,
     )
     record["grpo_config"] = {k: getattr(args, k) for k in GRPO_CONFIG_KEYS if hasattr(args, k)}
-    trainer.remove_callback(PrinterCallback)
-    hf_logging.disable_progress_bar()
     shown = {"reward": "reward", "success_rate": "success", "completions/mean_length": "len"}
-    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, budget, postfix=shown))
-    if budget is not None:
-        trainer.add_callback(budget.callback())
-    record["model"]["n_trainable_params"] = sum(
-        p.numel() for p in trainer.model.parameters() if p.requires_grad
+    final = train_and_save(
+        trainer,
+        out=out,
+        record=record,
+        hp=hp,
+        processing=processing,
+        budget=budget,
+        resume=opts.resume,
+        is_main=is_main,
+        state=state,
+        postfix=shown,
     )
-    if is_main:
-        _write_run(out, record)
-    start = time.time()
-    result = trainer.train(resume_from_checkpoint=_last_checkpoint(out) if opts.resume else None)
-
-    # 4. The final model (merged when LoRA) with its tokenizer/processor.
-    final = out / "model"
-    if hp["lora"]:
-        trainer.save_model(str(out / "adapter"))
-        merged = trainer.model.merge_and_unload() if is_main else None
-        if merged is not None:
-            merged.save_pretrained(str(final))
-    else:
-        trainer.save_model(str(final))
-    if is_main:
-        processing.save_pretrained(str(final))
-        record.update(
-            status="done",
-            finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            train_seconds=round(time.time() - start, 2),
-            global_step=trainer.state.global_step,
-            stopped_by_time_budget=budget is not None and budget.stopped_at is not None,
-            train_metrics={k: v for k, v in result.metrics.items() if isinstance(v, (int, float))},
-        )
-        _write_run(out, record)
-    state.wait_for_everyone()
     print(f"lakeshift train: GRPO log of every sampled completion in {completions_log}", file=sys.stderr)
     return final

@@ -531,25 +531,11 @@ def train(opts: TrainOptions) -> Path:
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
-    peft_config = None
-    if hp["lora"]:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=hp["lora"]["r"],
-            lora_alpha=hp["lora"]["alpha"],
-            lora_dropout=hp["lora"]["dropout"],
-            target_modules="all-linear",
-            # Keep LoRA off the (frozen) vision tower: the paper adapts the language model only.
-            exclude_modules=r".*visual.*" if spec.vision else None,
-            task_type="CAUSAL_LM",
-        )
+    peft_config = lora_config(hp, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 
     # 5. Train.
     from datasets import Dataset
-    from transformers import PrinterCallback
-    from transformers.utils import logging as hf_logging
 
     budget = _TimeBudget(hp["max_minutes"], world) if hp["max_minutes"] else None
     trainer = _trainer_class(budget)(
@@ -559,10 +545,59 @@ def train(opts: TrainOptions) -> Path:
         processing_class=processing,
         peft_config=peft_config,
     )
+    return train_and_save(
+        trainer,
+        out=out,
+        record=record,
+        hp=hp,
+        processing=processing,
+        budget=budget,
+        resume=opts.resume,
+        is_main=is_main,
+        state=state,
+    )
+
+
+def lora_config(hp: dict[str, Any], vision: bool) -> Any:
+    """The peft LoRA config of ``hp["lora"]`` (``None`` without LoRA), kept off a vision tower: the paper
+    adapts the language model only."""
+    if not hp["lora"]:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=hp["lora"]["r"],
+        lora_alpha=hp["lora"]["alpha"],
+        lora_dropout=hp["lora"]["dropout"],
+        target_modules="all-linear",
+        exclude_modules=r".*visual.*" if vision else None,
+        task_type="CAUSAL_LM",
+    )
+
+
+def train_and_save(
+    trainer: Any,
+    *,
+    out: Path,
+    record: dict[str, Any],
+    hp: dict[str, Any],
+    processing: Any,
+    budget: _TimeBudget | None,
+    resume: bool,
+    is_main: bool,
+    state: Any,
+    postfix: dict[str, str] | None = None,
+) -> Path:
+    """Runs a built trainer (SFT or GRPO) with lakeshift's progress bar, metrics and time budget, then saves
+    the final model (merged when LoRA) with its tokenizer/processor to ``OUT/model`` and completes
+    ``run.json``; returns the model folder."""
+    from transformers import PrinterCallback
+    from transformers.utils import logging as hf_logging
+
     trainer.remove_callback(PrinterCallback)
     # Our bar is the one to watch; transformers' per-checkpoint "Writing model shards" bars would bury it.
     hf_logging.disable_progress_bar()
-    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, budget))
+    trainer.add_callback(_progress_callback(out / "metrics.jsonl", is_main, budget, postfix=postfix))
     if budget is not None:
         trainer.add_callback(budget.callback())
     record["model"]["n_trainable_params"] = sum(
@@ -571,9 +606,8 @@ def train(opts: TrainOptions) -> Path:
     if is_main:
         _write_run(out, record)
     start = time.time()
-    result = trainer.train(resume_from_checkpoint=_last_checkpoint(out) if opts.resume else None)
+    result = trainer.train(resume_from_checkpoint=_last_checkpoint(out) if resume else None)
 
-    # 6. Save the final model (merged when LoRA) with its tokenizer/processor.
     final = out / "model"
     if hp["lora"]:
         # save_model: rank 0 writes, and (FSDP/DeepSpeed) every rank takes part in gathering the weights.
