@@ -52,7 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before torch loads: spinning OpenMP threads cost 2-3x of CPU training speed under any contention.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a one-line usage error (exit 2): a return code
+        return int(done.code or 0)
     try:
         code = int(args.handler(args) or 0)
         sys.stdout.flush()  # `show ... > file` on a full disk fails here, where the handlers below see it
