@@ -291,7 +291,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if result.up_to_date:
         return 0
     elapsed = time.perf_counter() - t0
-    n_maps = sum(int(result.reports[s].get("count", 0)) for s in result.written)
+    # An augmented split counts records and maps apart ("maps"); the rate is of generated maps.
+    n_maps = sum(
+        int(result.reports[s].get("maps", result.reports[s].get("count", 0))) for s in result.written
+    )
     for split in result.written:
         rep = result.reports[split]
         dup = rep.get("identical_to_train", 0)
