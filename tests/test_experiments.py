@@ -179,3 +179,15 @@ def test_tiny_study_end_to_end_then_cached(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     assert main(["run", str(path), "--workdir", str(workdir)]) == 0
     assert "nothing to do: every stage is cached" in capsys.readouterr().err
+
+
+def test_report_reference_reaches_the_report_stage_and_an_unknown_one_is_a_config_error(tmp_path, capsys):
+    good = write(tmp_path, TINY_STUDY.replace("  examples: 10\n", "  examples: 10\n  reference: paper\n"))
+    report = next(s for s in load_study(good, tmp_path / "w").stages if s.kind == "report")
+    assert report.argv[report.argv.index("--reference") + 1] == "paper"
+    bad = write(
+        tmp_path, TINY_STUDY.replace("  examples: 10\n", "  examples: 10\n  reference: nope\n"), "b.yaml"
+    )
+    assert main(["run", str(bad), "--dry-run", "--workdir", str(tmp_path / "w2")]) == 2
+    err = capsys.readouterr().err
+    assert "report.reference" in err and "'nope'" in err and "known: paper" in err and err.count("\n") == 1

@@ -102,7 +102,7 @@ GRPO_NUMBERS = {
     "num_generations": "positive_int", "max_completion_length": "positive_int",
     "temperature": "positive_float", "top_p": "probability", "beta": "nonnegative_float",
 }  # fmt: skip
-REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str}
+REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str, "reference": str}
 # The range every numeric key must be in (lakeshift.config.NUMBER_RULES), checked with the types above, so a
 # `batch_size: 0` or `max_steps: true` is an error naming its line before any stage runs.
 NUMBER_KEYS = {
@@ -362,6 +362,13 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     _check_keys(cfg, predict_defaults, PREDICT_KEYS, "predict")
     report_cfg = data.get("report") or {}
     _check_keys(cfg, report_cfg, REPORT_KEYS, "report")
+    from lakeshift.references import KNOWN as KNOWN_REFERENCES
+
+    if report_cfg.get("reference") not in (None, *KNOWN_REFERENCES):
+        raise cfg.error(
+            "report.reference",
+            f"unknown reference {report_cfg['reference']!r} (known: {', '.join(KNOWN_REFERENCES)})",
+        )
     models = data["models"]
     if not models:
         raise cfg.error("models", "the study has no models")
@@ -523,6 +530,8 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         argv.append("--no-baselines")
     if report_cfg.get("examples") is not None:  # 0 means no examples, not the default
         argv += ["--examples", str(report_cfg["examples"])]
+    if report_cfg.get("reference"):  # published rows beside ours (lakeshift report --reference)
+        argv += ["--reference", report_cfg["reference"]]
     if not images:
         argv.append("--no-images")
     stages.append(Stage("report", "report", report_key, argv, stage_dir / "report.json", [report_dir]))
