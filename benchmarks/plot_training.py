@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 PANELS = (
-    ("loss", "loss (SFT)"),
+    ("loss", "training loss"),
     ("reward", "weighted reward (GRPO)"),
     ("success_rate", "sampled success rate (GRPO)"),
     ("completions/mean_length", "mean completion length, tokens (GRPO)"),
