@@ -654,6 +654,35 @@ def _draw(
             ax.fill_between(xs, lo, hi, where=where, color=style["color"], alpha=0.15, linewidth=0)
 
 
+def _panel_rows(
+    plt: Any,
+    runs: Sequence[RunKey],
+    styles: _Styles,
+    refs: Sequence[RunKey],
+    inputs: Sequence[str | None],
+    n_cols: int,
+    col_width: float,
+) -> tuple[Any, Any, list[int]]:
+    """A grid of panels, one row per input format, each row as tall as its legend needs, shared axes;
+    returns the figure, the axes and each row's legend column count."""
+    heights, ncols = [], []
+    for inp in inputs:
+        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
+        h, nc = _row_height(_entries(models) + len(base) + len(rrefs))
+        heights.append(h)
+        ncols.append(nc)
+    fig, axes = plt.subplots(
+        len(inputs),
+        n_cols,
+        figsize=(col_width * n_cols + 0.8, sum(heights) + 0.6),
+        squeeze=False,
+        sharey=True,
+        sharex="col",
+        gridspec_kw={"height_ratios": heights, "top": _top(sum(heights) + 0.6)},
+    )
+    return fig, axes, ncols
+
+
 def _integer_ticks() -> Any:
     from matplotlib.ticker import MaxNLocator
 
@@ -798,21 +827,7 @@ def fig_accuracy_vs_dinf(
         refs = []  # no column shares the reference's x-axis
     inputs: list[str | None] = list(_model_inputs(runs, styles)) or iter_unique(k[1] for k in refs) or [None]
     splits = splits or [""]
-    heights, ncols = [], []
-    for inp in inputs:
-        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
-        h, nc = _row_height(_entries(models) + len(base) + len(rrefs))
-        heights.append(h)
-        ncols.append(nc)
-    fig, axes = plt.subplots(
-        len(inputs),
-        len(splits),
-        figsize=(3.2 * len(splits) + 0.8, sum(heights) + 0.6),
-        squeeze=False,
-        sharey=True,
-        sharex="col",
-        gridspec_kw={"height_ratios": heights, "top": _top(sum(heights) + 0.6)},
-    )
+    fig, axes, ncols = _panel_rows(plt, runs, styles, refs, inputs, len(splits), 3.2)
     for row, inp in enumerate(inputs):
         models, base, rrefs = _panel_keys(runs, styles, inp, refs)
         band = len(models) <= BAND_MAX_LINES
@@ -867,21 +882,7 @@ def fig_accuracy_vs_size(
     panels = [(t, s) for t, s in SIZE_PANELS if present & set(s) or reference is not None] or [SIZE_PANELS[0]]
     refs = _reference_rows(reference, "table1", runs, styles)
     inputs: list[str | None] = list(_model_inputs(runs, styles)) or iter_unique(k[1] for k in refs) or [None]
-    heights, ncols = [], []
-    for inp in inputs:
-        models, base, rrefs = _panel_keys(runs, styles, inp, refs)
-        h, nc = _row_height(_entries(models) + len(base) + len(rrefs))
-        heights.append(h)
-        ncols.append(nc)
-    fig, axes = plt.subplots(
-        len(inputs),
-        len(panels),
-        figsize=(3.6 * len(panels) + 0.8, sum(heights) + 0.6),
-        squeeze=False,
-        sharey=True,
-        sharex="col",
-        gridspec_kw={"height_ratios": heights, "top": _top(sum(heights) + 0.6)},
-    )
+    fig, axes, ncols = _panel_rows(plt, runs, styles, refs, inputs, len(panels), 3.6)
     for row, inp in enumerate(inputs):
         models, base, rrefs = _panel_keys(runs, styles, inp, refs)
         band = len(models) <= BAND_MAX_LINES
