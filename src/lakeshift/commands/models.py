@@ -42,9 +42,79 @@ def _sizes(text: str) -> list[int]:
 
 
 def register(subparsers: Any) -> None:
-    """Adds ``train`` and ``predict``."""
+    """Adds ``train``, ``pretrain`` and ``predict``."""
     _register_train(subparsers)
+    _register_pretrain(subparsers)
     _register_predict(subparsers)
+
+
+def _register_pretrain(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "pretrain",
+        help="pretrain a base model on map reading and random walks (never a plan), to fine-tune per format",
+        description=(
+            "Generates the corpus of CONFIG (maps of its own seed, each in a random text format with a "
+            "random-walk or path-reading question; see lakeshift.pretrain) into OUT/corpus/ and trains a "
+            "named size on it into OUT (a training run folder: fine-tune it with lakeshift train --model "
+            "OUT). configs/base-mini.yaml rebuilds the shipped mini-base."
+        ),
+    )
+    p.add_argument("config", help="pretraining YAML (e.g. configs/base-mini.yaml)")
+    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument("--max-minutes", type=positive_float, help="override the config's train.max_minutes")
+    p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
+    p.set_defaults(handler=_pretrain)
+
+
+def _pretrain(args: argparse.Namespace) -> int:
+    from lakeshift.io import check_output, dumps, output_lock, read_json
+    from lakeshift.models.registry import NAMED_SIZES
+    from lakeshift.pretrain import (
+        CORPUS_COT,
+        CORPUS_INPUT,
+        CORPUS_SPLIT,
+        load_pretrain_config,
+        write_corpus,
+    )
+
+    config = load_pretrain_config(args.config)
+    if config.train["model"] not in NAMED_SIZES:
+        raise LakeshiftError(
+            f"{args.config}: train.model {config.train['model']!r}: a base model is a named size "
+            f"({', '.join(NAMED_SIZES)})"
+        )
+    out = Path(args.out)
+    check_output(out, inputs=(Path(args.config),), kind="dir", previous=lambda d: True, what="run folder")
+    data = out / "corpus"
+    key_file = data / "corpus.json"
+    key = config.corpus_key()
+    with output_lock(out, "lakeshift pretrain"):
+        have = read_json(key_file) if key_file.is_file() else None
+        if have is not None and have != key:
+            raise LakeshiftError(
+                f"{key_file}: the corpus in {out} was made from another config (choose another --out)"
+            )
+        if have is None:
+            n = config.spec.count or 0
+            print(f"lakeshift pretrain: writing a corpus of {n} maps to {data}", file=sys.stderr)
+            write_corpus(data, config.spec, config.seed)
+            key_file.write_text(dumps(key) + "\n", encoding="utf-8")
+        values = {
+            **config.train,
+            "data": str(data),
+            "split": CORPUS_SPLIT,
+            "input_format": CORPUS_INPUT,
+            "cot_format": CORPUS_COT,
+            "out": str(out),
+            "resume": args.resume,
+        }
+        if args.max_minutes is not None:
+            values["max_minutes"] = args.max_minutes
+        from lakeshift.models.train import options_from_dict, train
+
+        final = train(options_from_dict(values))
+    print(f"lakeshift pretrain: base model saved to {final}", file=sys.stderr)
+    return 0
 
 
 def _register_train(subparsers: Any) -> None:

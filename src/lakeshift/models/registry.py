@@ -5,7 +5,9 @@
 
 Named sizes are Qwen2-architecture models with random weights and a tokenizer built from the training
 data (structured by default, see :mod:`lakeshift.models.tokenizer`); ``tiny-vl`` is a random Qwen2.5-VL of
-the same spirit that exercises the image path on a CPU.
+the same spirit that exercises the image path on a CPU. Base models (:data:`BASE_MODELS`) are named sizes
+pretrained by ``lakeshift pretrain`` on map reading and random walks (:mod:`lakeshift.pretrain`) and shipped
+in the package, to be fine-tuned per format.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.tokenizer import IM_END, PAD_TOKEN, build_tokenizer, load_tokenizer
+from lakeshift.models.tokenizer import (
+    IM_END,
+    PAD_TOKEN,
+    build_tokenizer,
+    is_generic_tokenizer,
+    load_tokenizer,
+)
 
 # Qwen2 shapes (hidden, layers, heads, kv heads, MLP width); parameter counts for a ~100-symbol vocabulary.
 NAMED_SIZES: dict[str, dict[str, int]] = {
@@ -28,7 +36,10 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
     "base": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 4, "mlp": 2048},  # ~75M: GPU
 }
 TINY_VL = "tiny-vl"
-NAMED_MODELS = (*NAMED_SIZES, TINY_VL)
+_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+#: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
+BASE_MODELS: dict[str, str] = {"mini-base": "configs/base-mini.yaml"}
+NAMED_MODELS = (*NAMED_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
 # table+desc traces on 10x10 maps reach ~15k characters).
 MAX_POSITIONS = 32768
@@ -49,6 +60,8 @@ class ModelSpec:
         vision: whether the model takes images (an image-text-to-text model such as Qwen2.5-VL).
         model_type: the config's ``model_type`` (``qwen2`` for named sizes).
         config: the raw config dict (empty for named sizes).
+        small: a small model of lakeshift's own (a named size, or a checkpoint with a tokenizer lakeshift
+            built: a base model or a training run), trained with the ``scratch`` preset and CPU settings.
     """
 
     name: str
@@ -57,6 +70,7 @@ class ModelSpec:
     vision: bool
     model_type: str
     config: dict[str, Any] = field(default_factory=dict)
+    small: bool = False
 
 
 def _vision_types() -> set[str]:
@@ -86,9 +100,18 @@ def resolve_model(name: str) -> ModelSpec:
             is neither a causal LM nor an image-text-to-text model.
     """
     if name in NAMED_SIZES:
-        return ModelSpec(name, "named", None, False, "qwen2")
+        return ModelSpec(name, "named", None, False, "qwen2", small=True)
     if name == TINY_VL:
-        return ModelSpec(name, "named", None, True, "qwen2_5_vl")
+        return ModelSpec(name, "named", None, True, "qwen2_5_vl", small=True)
+    if name in BASE_MODELS:
+        folder = _CHECKPOINTS / name
+        if not (folder / "config.json").is_file():
+            raise LakeshiftError(
+                f"--model {name}: the base checkpoint {folder} is missing from this installation "
+                f"(rebuild it with `lakeshift pretrain {BASE_MODELS[name]} --out runs/{name}` and pass "
+                f"--model runs/{name})"
+            )
+        return _spec_from_config(name, "path", str(folder), _read_config(folder / "config.json"))
     path = Path(name)
     if path.exists():
         if not path.is_dir():
@@ -101,11 +124,7 @@ def resolve_model(name: str) -> ModelSpec:
             if (path / RUN_FILE).is_file():
                 raise LakeshiftError(f"--model {name}: the run has no model/ yet (training unfinished?)")
             raise LakeshiftError(f"--model {name}: {config_file} not found (not a model checkpoint folder)")
-        try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise LakeshiftError(f"{config_file}: malformed JSON ({err.msg})") from None
-        return _spec_from_config(name, "path", str(folder), config)
+        return _spec_from_config(name, "path", str(folder), _read_config(config_file))
     if not _HUB_ID.match(name):
         raise LakeshiftError(
             f"--model {name}: unknown model: not one of the named sizes ({', '.join(NAMED_MODELS)}), "
@@ -122,12 +141,20 @@ def resolve_model(name: str) -> ModelSpec:
     return _spec_from_config(name, "hub", name, config)
 
 
+def _read_config(config_file: Path) -> dict[str, Any]:
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise LakeshiftError(f"{config_file}: malformed JSON ({err.msg})") from None
+
+
 def _spec_from_config(name: str, kind: str, source: str, config: dict[str, Any]) -> ModelSpec:
     model_type = str(config.get("model_type", ""))
+    small = kind == "path" and is_generic_tokenizer(source)
     if model_type in _vision_types() or "vision_config" in config:
-        return ModelSpec(name, kind, source, True, model_type, config)
+        return ModelSpec(name, kind, source, True, model_type, config, small)
     if model_type in _causal_types():
-        return ModelSpec(name, kind, source, False, model_type, config)
+        return ModelSpec(name, kind, source, False, model_type, config, small)
     raise LakeshiftError(
         f"--model {name}: model_type {model_type!r} is neither a causal language model nor an "
         "image-text-to-text model; lakeshift trains and generates with those only"

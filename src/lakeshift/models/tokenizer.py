@@ -132,6 +132,30 @@ def structure_pieces() -> list[str]:
     return pieces
 
 
+# Maps whose renderings in every text format and CoT give the formats' fixed words (a hole beside the direct
+# path, off-axis goals), so a tokenizer built from one format's data also has single tokens for the others'.
+_LEXICON_MAPS = (("SFH", "FHF", "FFG"), ("FFFG", "FHFF", "SFHF", "FFFF"), ("GFF", "HHF", "FFS"))
+
+
+def format_lexicon() -> list[str]:
+    """The pieces of every text input x CoT rendering (both prompt variants) of a few fixed maps."""
+    from lakeshift.env import FrozenLakeMap
+    from lakeshift.formats import INPUT_FORMATS
+    from lakeshift.records import sft_records
+    from lakeshift.traces import COT_FORMATS
+
+    inputs = tuple(f for f in INPUT_FORMATS if f != "image")
+    pieces: set[str] = set()
+    for rows in _LEXICON_MAPS:
+        m = FrozenLakeMap.from_rows(rows)
+        record = {"id": "lexicon", "rows": list(rows), "optimal_path": m.optimal_path()}
+        for variant in ("train", "test"):
+            for rec in sft_records(record, variant, inputs, COT_FORMATS).values():
+                for text in message_texts(rec["messages"]):
+                    pieces.update(_PIECE.findall(text))
+    return sorted(pieces)
+
+
 def build_structured_tokenizer(texts: Iterable[str], *, vision: bool = False) -> Any:
     """Builds the structured ``PreTrainedTokenizerFast`` (see the module doc) from the pieces of ``texts``.
 
@@ -145,7 +169,7 @@ def build_structured_tokenizer(texts: Iterable[str], *, vision: bool = False) ->
     for text in texts:
         seen.update(_PIECE.findall(text))
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(_specials(vision))}
-    for piece in [*sorted(string.printable), *structure_pieces(), *sorted(seen)]:
+    for piece in [*sorted(string.printable), *structure_pieces(), *format_lexicon(), *sorted(seen)]:
         vocab.setdefault(piece, len(vocab))
     # No merges: a piece in the vocabulary is one token (ignore_merges), any other falls back to characters.
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK_TOKEN, ignore_merges=True))

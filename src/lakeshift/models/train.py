@@ -126,7 +126,7 @@ def cpu_has_bf16() -> bool:
 
 def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str, Any]:
     """The effective hyper-parameters: the preset, then every explicit option on top."""
-    preset = opts.preset or ("scratch" if spec.kind == "named" else "paper")
+    preset = opts.preset or ("scratch" if spec.small else "paper")
     if preset not in PRESETS:
         raise LakeshiftError(f"--preset {preset}: unknown (choose from {', '.join(PRESETS)})")
     hp = {"preset": preset, **PRESETS[preset]}
@@ -136,7 +136,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
             hp[key] = value
     if opts.warmup_steps is not None:
         hp["warmup_ratio"] = 0.0
-    big = spec.kind != "named"
+    big = not spec.small
     hp.update(
         tokenizer=opts.tokenizer if spec.kind == "named" else "checkpoint",
         max_steps=opts.max_steps or -1,

@@ -1,0 +1,139 @@
+"""The pretraining corpus (map reading and random walks, never a plan), its config, and `lakeshift pretrain`:
+every answer agrees with the rules of the scorer, each example is reproducible alone, bad configs are one
+line, and a pretrained run fine-tunes per format with the small-model preset."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from lakeshift import extract, formats, pretrain
+from lakeshift.cli import main
+from lakeshift.env import FrozenLakeMap
+from lakeshift.errors import LakeshiftError
+from lakeshift.pretrain import corpus_record, load_pretrain_config, moves_example, walk_example
+
+_CELL = re.compile(r"\((\d+),(\d+)\)")
+
+
+def _cells(text: str) -> list[tuple[int, int]]:
+    return [(int(r) - 1, int(c) - 1) for r, c in _CELL.findall(text)]
+
+
+@st.composite
+def maps(draw: st.DrawFn) -> FrozenLakeMap:
+    """A solvable random map of size 2-8."""
+    n = draw(st.integers(2, 8))
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    cells = [(r, c) for r in range(n) for c in range(n)]
+    start, goal = rng.sample(cells, 2)
+    p_hole = draw(st.sampled_from([0.0, 0.2, 0.4]))
+    holes = frozenset(c for c in cells if c not in (start, goal) and rng.random() < p_hole)
+    m = FrozenLakeMap(n, holes, start, goal)
+    assume(m.solvable)
+    return m
+
+
+@given(maps(), st.integers(0, 2**32))
+@settings(max_examples=200, deadline=None)
+def test_walk_answer_reads_the_map_and_simulates_the_moves(m: FrozenLakeMap, seed: int) -> None:
+    question, answer = walk_example(m, random.Random(seed))
+    moves = question.removeprefix("Walk: ").split(", ")
+    assert 1 <= len(moves) <= 2 * m.size
+    read, walk = answer.split("\n")
+    head, holes = read.split(" holes ")
+    assert _cells(head) == [m.start, m.goal]
+    assert _cells(holes) == sorted(m.holes) and (holes == "none") == (not m.holes)
+    rollout = m.simulate(moves)
+    assert _cells(walk) == list(rollout.positions[1:])
+    outcome = walk.rsplit(" ", 1)[1]
+    assert outcome == ("hole" if rollout.fell_at else "goal" if rollout.success else "safe")
+
+
+@given(maps(), st.integers(0, 2**32))
+@settings(max_examples=200, deadline=None)
+def test_moves_answer_is_the_walk_given_as_cells(m: FrozenLakeMap, seed: int) -> None:
+    question, answer = moves_example(m, random.Random(seed))
+    cells = _cells(question)
+    assert cells[0] == m.start and not set(cells) & m.holes
+    assert m.goal not in cells[:-1]  # the walk stops at the goal
+    extraction = extract(answer)
+    assert extraction.status == "ok" and extraction.span[1] == len(answer) - 1
+    assert list(m.simulate(extraction.moves).positions) == cells
+
+
+def test_a_record_is_the_map_only_prompt_plus_a_question_and_is_reproducible_alone() -> None:
+    rec = {"id": "m7", "rows": ["SFH", "FHF", "FFG"]}
+    a, b = corpus_record(rec, 7, seed=3), corpus_record(rec, 7, seed=3)
+    assert a == b
+    user, assistant = a["messages"][1]["content"], a["messages"][2]["content"]
+    m = FrozenLakeMap.from_rows(rec["rows"])
+    assert user.startswith(formats.render(m, a["map_format"]) + "\n")
+    assert a["task"] in pretrain.TASKS and a["map_format"] in pretrain.CORPUS_INPUTS
+    drawn = {(r["task"], r["map_format"]) for r in (corpus_record(rec, i, seed=3) for i in range(60))}
+    assert len(drawn) == 6  # every task in every format
+    # an answer in the \boxed{} syntax only where the question gave the path
+    assert ("\\boxed{" in assistant) == (a["task"] == "moves")
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "base.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  max_steps: 2\n  batch_size: 4\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (GOOD.replace("seed: 2", "sed: 2"), ":2: corpus.sed: unknown key"),
+        (GOOD.replace("{3: 12, 4: 12}", "{3: 0}"), ":3: corpus.maps.3: must be an integer >= 1"),
+        (GOOD.replace("{3: 12, 4: 12}", "{x: 3}"), ":3: corpus.maps.x: a map size must be an integer"),
+        (GOOD.replace("{3: 12, 4: 12}", "{1: 3}"), "corpus.maps.1: size 1: size must be an integer >= 2"),
+        (GOOD.replace("max_steps: 2", "max_steps: two"), ":6: train.max_steps: expected an integer"),
+        (GOOD.replace("max_steps: 2", "lr_peak: 2"), ":6: train.lr_peak: unknown key"),
+        ("corpus:\n  maps: {3: 1}\n", "train: expected train: with at least model:"),
+    ],
+)
+def test_bad_configs_are_one_line_naming_file_line_and_key(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(LakeshiftError, match=re.escape(needle)):
+        load_pretrain_config(_config(tmp_path, text))
+
+
+def test_a_config_names_a_named_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, GOOD.replace("model: micro", "model: gpt2"))
+    assert main(["pretrain", str(config), "--out", str(tmp_path / "run")]) == 2
+    assert "train.model 'gpt2': a base model is a named size" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path) -> None:
+    from tests.model_fixtures import generate_split
+
+    config = _config(tmp_path, GOOD)
+    out = tmp_path / "base"
+    assert main(["pretrain", str(config), "--out", str(out)]) == 0
+    sft = out / "corpus" / "pretrain" / "sft" / "text__maptasks.jsonl"
+    assert len(sft.read_text().splitlines()) == 24
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "done" and run["hparams"]["max_steps"] == 2
+    # another config into the same folder: its corpus is refused
+    other = _config(tmp_path, GOOD.replace("seed: 2", "seed: 5"))
+    assert main(["pretrain", str(other), "--out", str(out), "--resume"]) == 2
+
+    data = tmp_path / "data"
+    generate_split(data, "id-train", count=6, train=True)
+    tuned = tmp_path / "tuned"
+    args = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", str(out)]
+    assert main([*args, "--out", str(tuned), "--max-steps", "2", "--prompt", "map-only"]) == 0
+    hp = json.loads((tuned / "run.json").read_text())["hparams"]
+    assert hp["preset"] == "scratch" and hp["tokenizer"] == "checkpoint"
