@@ -79,6 +79,9 @@ ARMS = [
     arm("grid", "coords", "mini", 20, batch_size=32, lr=3e-3),
     arm("grid", "coords", "mini", 35, batch_size=32, lr=3e-3),
     *(arm(i, c, "mini", m, batch_size=32, lr=3e-3) for m in (5, 15, 45, 120) for i, c in CURVE_FORMATS),
+    # Fine-tuning the shipped base model (configs/base-mini.yaml: map reading and random walks, no plan).
+    *(arm(i, c, "mini-base", 5, batch_size=32, lr=3e-3) for i, c in CURVE_FORMATS),
+    *(arm(i, c, "mini-base", 5, batch_size=32, lr=1e-3) for i, c in CURVE_FORMATS),
 ]
 
 

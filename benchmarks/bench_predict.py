@@ -24,7 +24,8 @@ def run(batch: int, args: argparse.Namespace) -> dict:
     from lakeshift.cli import main
     from lakeshift.models.backends.hf import HFBackend
     from lakeshift.models.data import load_sft
-    from lakeshift.models.predict import Decoding, items_from
+    from lakeshift.models.generation import Decoding
+    from lakeshift.models.predict import items_from
     from lakeshift.models.registry import build_named
     from lakeshift.models.tokenizer import message_texts
 

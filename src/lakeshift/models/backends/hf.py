@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.predict import Decoding, Emit, Generation, PromptItem, batched
+from lakeshift.models.generation import Decoding, Emit, Generation, PromptItem, batched
 from lakeshift.models.registry import check_modality, load_model, load_processing, resolve_model, tokenizer_of
 from lakeshift.models.tokenizer import IM_END, encode_checked
 

@@ -22,7 +22,7 @@ import urllib.request
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.predict import Decoding, Emit, Generation, PromptItem
+from lakeshift.models.generation import Decoding, Emit, Generation, PromptItem
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 # Key-shaped strings a server may echo back: OpenAI-style keys (also partly masked) and bearer tokens.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.predict import Decoding, Emit, Generation, PromptItem, batched
+from lakeshift.models.generation import Decoding, Emit, Generation, PromptItem, batched
 from lakeshift.models.registry import check_modality, resolve_model
 from lakeshift.models.tokenizer import IM_END
 
