@@ -47,6 +47,7 @@ from typing import Any
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import SftSet, load_images, load_sft, prompt_turns, reference_completion
 from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model
+from lakeshift.models.train import RunOptions
 from lakeshift.rewards import parse_rewards, trl_reward_funcs
 
 METHODS = ("sft", "grpo")
@@ -65,15 +66,9 @@ GRPO_CONFIG_KEYS = (
 
 
 @dataclass
-class GrpoOptions:
+class GrpoOptions(RunOptions):
     """Everything ``lakeshift train --method grpo`` accepts (``None``: a default described in the module)."""
 
-    data: str
-    input_format: str
-    cot_format: str
-    model: str
-    out: str
-    split: str = "id-train"
     prompt: str | None = None
     reward: str = "success,format,progress"
     num_generations: int = 8
@@ -81,25 +76,6 @@ class GrpoOptions:
     temperature: float = 1.0
     top_p: float = 1.0
     beta: float = 0.0
-    epochs: float | None = None
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    batch_size: int | None = None
-    grad_accum: int | None = None
-    lr: float | None = None
-    warmup_steps: int | None = None
-    weight_decay: float | None = None
-    seed: int = 0
-    limit: int | None = None
-    sizes: list[int] | None = None
-    lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    bf16: bool | None = None
-    gradient_checkpointing: bool | None = None
-    save_steps: int | None = None
-    logging_steps: int | None = None
-    resume: bool = False
 
 
 def options_from_dict(values: dict[str, Any]) -> GrpoOptions:

@@ -80,8 +80,8 @@ _RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "save_steps", "loggi
 
 
 @dataclass
-class TrainOptions:
-    """Everything ``lakeshift train`` accepts (``None`` = take it from the preset or the machine)."""
+class RunOptions:
+    """The options every training method takes (``None`` = take it from the preset or the machine)."""
 
     data: str
     input_format: str
@@ -89,14 +89,10 @@ class TrainOptions:
     model: str
     out: str
     split: str = "id-train"
-    prompt: str = "mirage"
-    tokenizer: str = "structured"
-    preset: str | None = None
     epochs: float | None = None
     max_steps: int | None = None
     max_minutes: float | None = None
     batch_size: int | None = None
-    global_batch_size: int | None = None
     grad_accum: int | None = None
     lr: float | None = None
     warmup_steps: int | None = None
@@ -109,10 +105,20 @@ class TrainOptions:
     lora_alpha: int = 32
     bf16: bool | None = None
     gradient_checkpointing: bool | None = None
-    max_length: int | None = None
     save_steps: int | None = None
     logging_steps: int | None = None
     resume: bool = False
+
+
+@dataclass
+class TrainOptions(RunOptions):
+    """Everything ``lakeshift train`` (supervised) accepts."""
+
+    prompt: str = "mirage"
+    tokenizer: str = "structured"
+    preset: str | None = None
+    global_batch_size: int | None = None
+    max_length: int | None = None
 
 
 def cpu_has_bf16() -> bool:
