@@ -82,6 +82,17 @@ ARMS = [
     # Fine-tuning the shipped base model (configs/base-mini.yaml: map reading and random walks, no plan).
     *(arm(i, c, "mini-base", 5, batch_size=32, lr=3e-3) for i, c in CURVE_FORMATS),
     *(arm(i, c, "mini-base", 5, batch_size=32, lr=1e-3) for i, c in CURVE_FORMATS),
+    # Row and column embeddings for map cells (lakeshift.models.cells), from scratch.
+    *(
+        arm(i, c, "mini-cells", m, batch_size=32, lr=3e-3, bf16=False)
+        for m in (5, 15)
+        for i, c in CURVE_FORMATS
+    ),
+    *(
+        arm(i, c, "mini-base", 5, batch_size=32, lr=l, bf16=False)
+        for l in (3e-3, 1e-3)
+        for i, c in CURVE_FORMATS
+    ),
 ]
 
 
@@ -106,7 +117,12 @@ def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
     argv += ["--model", a["model"], "--prompt", "map-only", "--max-minutes", str(a["minutes"])]
     argv += ["--epochs", "1000", "--out", str(run)]
     for key, value in a["train"].items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
+        flag = key.replace("_", "-")
+        argv += (
+            [f"--{flag}" if value else f"--no-{flag}"]
+            if isinstance(value, bool)
+            else [f"--{flag}", str(value)]
+        )
     if not (run / "model").is_dir():
         if run.exists():
             argv.append("--resume")

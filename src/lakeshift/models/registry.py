@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.models import cells
 from lakeshift.models.tokenizer import (
     IM_END,
     PAD_TOKEN,
@@ -36,10 +37,12 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
     "base": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 4, "mlp": 2048},  # ~75M: GPU
 }
 TINY_VL = "tiny-vl"
+#: Named sizes with row and column embeddings for map cells (:mod:`lakeshift.models.cells`): name -> shape.
+CELL_SIZES: dict[str, str] = {"micro-cells": "micro", "mini-cells": "mini", "tiny-cells": "tiny"}
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
 BASE_MODELS: dict[str, str] = {"mini-base": "configs/base-mini.yaml"}
-NAMED_MODELS = (*NAMED_SIZES, TINY_VL, *BASE_MODELS)
+NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
 # table+desc traces on 10x10 maps reach ~15k characters).
 MAX_POSITIONS = 32768
@@ -101,6 +104,8 @@ def resolve_model(name: str) -> ModelSpec:
     """
     if name in NAMED_SIZES:
         return ModelSpec(name, "named", None, False, "qwen2", small=True)
+    if name in CELL_SIZES:
+        return ModelSpec(name, "named", None, False, cells.MODEL_TYPE, small=True)
     if name == TINY_VL:
         return ModelSpec(name, "named", None, True, "qwen2_5_vl", small=True)
     if name in BASE_MODELS:
@@ -151,6 +156,8 @@ def _read_config(config_file: Path) -> dict[str, Any]:
 def _spec_from_config(name: str, kind: str, source: str, config: dict[str, Any]) -> ModelSpec:
     model_type = str(config.get("model_type", ""))
     small = kind == "path" and is_generic_tokenizer(source)
+    if model_type == cells.MODEL_TYPE:
+        return ModelSpec(name, kind, source, False, model_type, config, small)
     if model_type in _vision_types() or "vision_config" in config:
         return ModelSpec(name, kind, source, True, model_type, config, small)
     if model_type in _causal_types():
@@ -178,7 +185,7 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
     """Builds a random-weights model and its processing class for a named size.
 
     Args:
-        name: a key of :data:`NAMED_SIZES` or :data:`TINY_VL`.
+        name: a key of :data:`NAMED_SIZES` or :data:`CELL_SIZES`, or :data:`TINY_VL`.
         texts: training texts for the tokenizer's vocabulary.
         tokenizer_kind: one of :data:`lakeshift.models.tokenizer.TOKENIZERS`.
 
@@ -189,9 +196,17 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
         return build_tiny_vl(texts, tokenizer_kind)
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    shape = NAMED_SIZES[name]
+    shape = NAMED_SIZES[CELL_SIZES.get(name, name)]
     tokenizer = build_tokenizer(tokenizer_kind, texts)
-    config = Qwen2Config(
+    config_class, model_class = (Qwen2Config, Qwen2ForCausalLM)
+    extra: dict[str, Any] = {}
+    if name in CELL_SIZES:
+        if tokenizer_kind != "structured":
+            raise LakeshiftError(f"--model {name}: cell positions need --tokenizer structured")
+        config_class, model_class = cells.register()
+        extra = cells.cell_tables(tokenizer)
+    config = config_class(
+        **extra,
         vocab_size=len(tokenizer),
         hidden_size=shape["hidden"],
         intermediate_size=shape["mlp"],
@@ -204,7 +219,7 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
         eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
         pad_token_id=tokenizer.convert_tokens_to_ids(PAD_TOKEN),
     )
-    model = Qwen2ForCausalLM(config)
+    model = model_class(config)
     _set_generation_ids(model, tokenizer)
     return model, tokenizer
 
@@ -328,6 +343,8 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
     """Loads a checkpoint's weights (causal LM or image-text-to-text model)."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
+    if spec.model_type == cells.MODEL_TYPE:
+        cells.register()
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
     return cls.from_pretrained(spec.source, **kwargs)

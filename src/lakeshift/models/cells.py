@@ -1,0 +1,150 @@
+r"""Row and column embeddings for map cells (position coupling), a named-size option: ``--model mini-cells``.
+
+A small model trained from scratch reads a grid badly: to know which cell of ``Grid:\nX  G  .\n.  P  .``
+is at row 2, column 2 it must count newlines and cells in a 1-D sequence. Measured (RESULTS.md, "A base
+model"): after 40 minutes of pretraining on map reading, ``mini`` located the start cell of a grid on 7/15
+maps. Position coupling (Cho et al. 2024; ``notes/small-models.md``) gives every token that *is* a cell
+the embedding of its row and of its column, added to its token embedding, so "the cell at (2,2)" and the
+coordinate token ``(2,2)`` share a vector and attention can match them directly:
+
+- the cells of the first grid of the sequence (the map of the ``grid`` input format: rows of ``.PGX``
+  cells, the first of each row a bare character, the others with their two spaces; a grid starts after a
+  newline) get their 1-based row and column;
+- every coordinate token ``(r,c)`` (the ``coords`` and ``astar`` CoTs, with or without its leading space)
+  gets ``r`` and ``c``, wherever it is;
+- every other token gets index 0, whose embedding is zero.
+
+The rule needs nothing but the tokens of the call: a continuation step of generation (a few new tokens)
+never starts a grid, exactly as the completion's tokens after the first grid never get grid positions in
+training, so training and generation agree. Grids written by the grid CoTs and table/desc inputs get no
+cell positions (the desc input writes its coordinates as words). Rows and columns above the training sizes
+have untrained embeddings, like the coordinate tokens themselves: this helps reading maps, not size
+generalization by itself.
+
+The model is Qwen2 with this embedding (``model_type`` ``lakeshift_cells``), registered with transformers'
+Auto classes by :func:`register` so checkpoints save and load like any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_CELL = 31  # rows and columns 1..30 (MAX_MAP_SIZE); 0 = not a cell
+MODEL_TYPE = "lakeshift_cells"
+GRID_CELLS = ".PGX"
+
+_registered: dict[str, Any] = {}
+
+
+def cell_tables(tokenizer: Any) -> dict[str, Any]:
+    """The token ids the rule needs, from a structured tokenizer: config fields of a cells model."""
+    from lakeshift.models.tokenizer import MAX_MAP_SIZE
+
+    vocab = tokenizer.get_vocab()
+    coords: dict[str, list[int]] = {}
+    for r in range(1, MAX_MAP_SIZE + 1):
+        for c in range(1, MAX_MAP_SIZE + 1):
+            for piece in (f"({r},{c})", f" ({r},{c})"):
+                if piece in vocab:
+                    coords[str(vocab[piece])] = [r, c]
+    return {
+        "cell_coords": coords,
+        "cell_first": sorted(vocab[s] for s in GRID_CELLS if s in vocab),
+        "cell_rest": sorted(vocab[f"  {s}"] for s in GRID_CELLS if f"  {s}" in vocab),
+        "cell_newline": vocab["\n"],
+    }
+
+
+def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """Row and column index (0 = none) of every token of one sequence (see the module doc)."""
+    coords = tables["coords"]
+    first, rest, newline = tables["first"], tables["rest"], tables["newline"]
+    rows, cols = [0] * len(ids), [0] * len(ids)
+    row = col = 0
+    state = "before"  # before the first grid, inside it, or after it
+    for i, tok in enumerate(ids):
+        if tok in coords:
+            rows[i], cols[i] = coords[tok]
+            continue
+        if state == "done":
+            continue
+        starts_row = tok in first and i > 0 and ids[i - 1] == newline
+        if starts_row and (state == "inside" or _grid_follows(ids, i, rest)):
+            state, row, col = "inside", row + 1, 1
+        elif state == "inside" and tok in rest and col:
+            col += 1
+        elif state == "inside" and tok == newline:
+            col = 0
+            continue
+        elif state == "inside":
+            state = "done"
+            continue
+        else:
+            continue
+        if row < MAX_CELL and col < MAX_CELL:
+            rows[i], cols[i] = row, col
+    return rows, cols
+
+
+def _grid_follows(ids: list[int], i: int, rest: set[int]) -> bool:
+    """A bare cell character starts a grid only when a spaced cell follows it (not a stray ``.``)."""
+    return i + 1 < len(ids) and ids[i + 1] in rest
+
+
+def register() -> tuple[type, type]:
+    """Defines and registers the config and model classes with transformers (once); returns them."""
+    if _registered:
+        return _registered["config"], _registered["model"]
+    import torch
+    from torch import nn
+    from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    class CellsConfig(Qwen2Config):
+        model_type = MODEL_TYPE
+
+        def __init__(
+            self,
+            cell_coords: dict[str, list[int]] | None = None,
+            cell_first: list[int] | None = None,
+            cell_rest: list[int] | None = None,
+            cell_newline: int = -1,
+            **kwargs: Any,
+        ) -> None:
+            self.cell_coords = cell_coords or {}
+            self.cell_first = cell_first or []
+            self.cell_rest = cell_rest or []
+            self.cell_newline = cell_newline
+            super().__init__(**kwargs)
+
+    class CellEmbedding(nn.Embedding):
+        """Token embedding plus the row and column embeddings of :func:`cell_positions`."""
+
+        def __init__(self, config: CellsConfig) -> None:
+            super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
+            self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
+            self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
+            self.tables = {
+                "coords": {int(k): tuple(v) for k, v in config.cell_coords.items()},
+                "first": set(config.cell_first),
+                "rest": set(config.cell_rest),
+                "newline": config.cell_newline,
+            }
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            pairs = [cell_positions(seq, self.tables) for seq in input_ids.tolist()]
+            rows = torch.tensor([p[0] for p in pairs], device=input_ids.device)
+            cols = torch.tensor([p[1] for p in pairs], device=input_ids.device)
+            return super().forward(input_ids) + self.row(rows) + self.col(cols)
+
+    class CellsForCausalLM(Qwen2ForCausalLM):
+        config_class = CellsConfig
+
+        def __init__(self, config: CellsConfig) -> None:
+            super().__init__(config)
+            self.model.embed_tokens = CellEmbedding(config)
+            self.post_init()
+
+    AutoConfig.register(MODEL_TYPE, CellsConfig)
+    AutoModelForCausalLM.register(CellsConfig, CellsForCausalLM)
+    _registered.update(config=CellsConfig, model=CellsForCausalLM)
+    return CellsConfig, CellsForCausalLM

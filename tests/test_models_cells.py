@@ -1,0 +1,128 @@
+"""Row and column embeddings for map cells (``--model mini-cells``): every cell of the prompt's grid and every
+coordinate token gets its own row and column, nothing else does, generation agrees with training, and a
+cells model trains, saves, reloads and predicts through the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakeshift import formats, traces
+from lakeshift.cli import main
+from lakeshift.env import FrozenLakeMap
+from lakeshift.models.cells import cell_positions, cell_tables
+from lakeshift.models.tokenizer import build_structured_tokenizer
+
+SYMBOL = {"S": "P", "G": "G", "H": "X", "F": "."}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_structured_tokenizer([])
+
+
+def _tables(tokenizer) -> dict:
+    t = cell_tables(tokenizer)
+    return {
+        "coords": {int(k): tuple(v) for k, v in t["cell_coords"].items()},
+        "first": set(t["cell_first"]),
+        "rest": set(t["cell_rest"]),
+        "newline": t["cell_newline"],
+    }
+
+
+@st.composite
+def maps(draw: st.DrawFn) -> FrozenLakeMap:
+    n = draw(st.integers(2, 10))
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    cells = [(r, c) for r in range(n) for c in range(n)]
+    start, goal = rng.sample(cells, 2)
+    holes = frozenset(c for c in cells if c not in (start, goal) and rng.random() < 0.25)
+    return FrozenLakeMap(n, holes, start, goal)
+
+
+@given(maps(), st.sampled_from(["coords", "grid", "none"]))
+@settings(max_examples=60, deadline=None)
+def test_prompt_grid_cells_and_coordinates_get_their_row_and_column(tokenizer, m, cot) -> None:
+    path = m.optimal_path() if m.solvable else ["UP"]
+    answer = traces.completion(m, path, cot) if m.solvable else "(1,1)\n\\boxed{UP}"
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": formats.render(m, "grid")},
+        {"role": "assistant", "content": answer},
+    ]
+    ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
+    rows, cols = cell_positions(ids, _tables(tokenizer))
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    grid_cells = [(r, c, t) for t, r, c in zip(tokens, rows, cols, strict=True) if r and "(" not in t]
+    # exactly the n x n cells of the prompt's map, each with its symbol, row by row
+    assert [(r, c) for r, c, _ in grid_cells] == [
+        (r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)
+    ]
+    rendered = m.rows
+    for r, c, tok in grid_cells:
+        assert tok.strip() == SYMBOL[rendered[r - 1][c - 1]]
+    # every coordinate token of the answer, with its own row and column
+    for tok, r, c in zip(tokens, rows, cols, strict=True):
+        if tok.strip().startswith("("):
+            assert tok.strip() == f"({r},{c})"
+    n_coords = sum(tok.strip().startswith("(") for tok in tokens)
+    assert sum(1 for r in rows if r) == m.size**2 + n_coords  # grids the CoT redraws get none
+
+
+def test_a_continuation_step_never_starts_a_grid(tokenizer) -> None:
+    tables = _tables(tokenizer)
+    for piece in (".", "P", "  X", "\n", " (3,4)"):
+        ids = tokenizer.encode(piece)
+        rows, cols = cell_positions(ids, tables)
+        assert (rows, cols) == (([3], [4]) if piece == " (3,4)" else ([0] * len(ids), [0] * len(ids)))
+    # a stray "." after a newline in prose is not a grid
+    ids = tokenizer.encode("Done\n.\nok")
+    assert cell_positions(ids, tables)[0] == [0] * len(ids)
+
+
+@pytest.mark.slow
+def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path) -> None:
+    from tests.model_fixtures import generate_split
+
+    data = tmp_path / "data"
+    generate_split(data, "id-train", count=8, cots=("coords",), train=True)
+    run = tmp_path / "run"
+    common = ["--data", str(data), "--input", "grid", "--cot", "coords"]
+    argv = [
+        "train",
+        *common,
+        "--model",
+        "micro-cells",
+        "--out",
+        str(run),
+        "--max-steps",
+        "3",
+        "--prompt",
+        "map-only",
+    ]
+    assert main(argv) == 0
+    config = json.loads((run / "model" / "config.json").read_text())
+    assert config["model_type"] == "lakeshift_cells" and config["cell_coords"]
+    preds = tmp_path / "p.jsonl"
+    argv = [
+        "predict",
+        "--model",
+        str(run),
+        *common,
+        "--split",
+        "id-train",
+        "--limit",
+        "3",
+        "--max-new-tokens",
+        "8",
+        "--out",
+        str(preds),
+    ]
+    assert main(argv) == 0
+    assert len(preds.read_text().splitlines()) == 3
