@@ -89,8 +89,8 @@ ARMS = [
         for i, c in CURVE_FORMATS
     ),
     *(
-        arm(i, c, "mini-base", 5, batch_size=32, lr=l, bf16=False)
-        for l in (3e-3, 1e-3)
+        arm(i, c, "mini-base", 5, batch_size=32, lr=rate, bf16=False)
+        for rate in (3e-3, 1e-3)
         for i, c in CURVE_FORMATS
     ),
 ]
