@@ -217,3 +217,15 @@ def test_time_budget_schedule_warms_up_by_step_then_decays_to_zero_with_the_cloc
     now[0] += 450
     assert budget.lr_factor(step=5001, warmup_steps=50) == 0.0
     assert budget.fraction() == 1.0
+
+
+def test_bf16_is_the_default_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeshift.models import train as train_module
+    from lakeshift.models.registry import resolve_model
+
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
+    assert not train_module.default_bf16(resolve_model("mini"), cuda=False)  # hidden 128: slower in bf16
+    assert train_module.default_bf16(resolve_model("tiny"), cuda=False)
+    assert train_module.default_bf16(resolve_model("micro"), cuda=True)
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: False)
+    assert not train_module.default_bf16(resolve_model("tiny"), cuda=False)

@@ -212,7 +212,7 @@ def resolve_grpo_hparams(
     opts: GrpoOptions, init: dict[str, Any], n_prompts: int, world: int, cuda: bool
 ) -> dict[str, Any]:
     """Every setting of the run (recorded in ``run.json``; checked on ``--resume``)."""
-    from lakeshift.models.train import cpu_has_bf16
+    from lakeshift.models.train import default_bf16
 
     named = from_named_size(init)
     batch = opts.batch_size or opts.num_generations
@@ -237,7 +237,7 @@ def resolve_grpo_hparams(
         "warmup_steps": opts.warmup_steps or 0,
         "weight_decay": opts.weight_decay if opts.weight_decay is not None else 0.0,
         "seed": opts.seed,
-        "bf16": opts.bf16 if opts.bf16 is not None else (cuda or cpu_has_bf16()),
+        "bf16": opts.bf16 if opts.bf16 is not None else default_bf16(resolve_model(opts.model), cuda),
         "gradient_checkpointing": bool(opts.gradient_checkpointing),
         "lora": {"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         "save_steps": opts.save_steps or max(1, -(-total // 5)),

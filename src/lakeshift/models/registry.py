@@ -48,6 +48,7 @@ NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 MAX_POSITIONS = 32768
 # Tiny-VL images are resized to at most this many pixels (the 7B model keeps Qwen's own limits).
 TINY_VL_MAX_PIXELS = 112 * 112
+TINY_VL_HIDDEN = 64
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 RUN_FILE = "run.json"
 
@@ -166,6 +167,16 @@ def _spec_from_config(name: str, kind: str, source: str, config: dict[str, Any])
         f"--model {name}: model_type {model_type!r} is neither a causal language model nor an "
         "image-text-to-text model; lakeshift trains and generates with those only"
     )
+
+
+def hidden_size(spec: ModelSpec) -> int | None:
+    """The model's hidden size from its shape or config (``None`` when the config does not say)."""
+    if spec.name == TINY_VL:
+        return TINY_VL_HIDDEN
+    if spec.kind == "named":
+        return NAMED_SIZES[CELL_SIZES.get(spec.name, spec.name)]["hidden"]
+    value = spec.config.get("hidden_size", spec.config.get("text_config", {}).get("hidden_size"))
+    return value if isinstance(value, int) else None
 
 
 def check_modality(spec: ModelSpec, input_format: str) -> None:
