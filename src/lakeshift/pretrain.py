@@ -153,6 +153,7 @@ TRAIN_KEYS: dict[str, str | None] = {
     "warmup_steps": "nonnegative_int",
     "weight_decay": "nonnegative_float",
     "seed": "nonnegative_int",
+    "bf16": "bool",
 }
 
 
@@ -213,7 +214,10 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
         if key not in TRAIN_KEYS:
             raise cfg.error(f"train.{key}", f"unknown key (expected {', '.join(TRAIN_KEYS)})")
         rule = TRAIN_KEYS[key]
-        if rule:
+        if rule == "bool":
+            if not isinstance(value, bool):
+                raise cfg.error(f"train.{key}", f"expected true or false, got {value!r}")
+        elif rule:
             cfg.check_number(f"train.{key}", value, rule)
     name = str(data.get("name") or Path(path).stem)
     return PretrainConfig(name, spec, int(seed), dict(train))

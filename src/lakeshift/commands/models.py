@@ -68,7 +68,7 @@ def _register_pretrain(subparsers: Any) -> None:
 
 def _pretrain(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, dumps, output_lock, read_json
-    from lakeshift.models.registry import NAMED_SIZES
+    from lakeshift.models.registry import CELL_SIZES, NAMED_SIZES
     from lakeshift.pretrain import (
         CORPUS_COT,
         CORPUS_INPUT,
@@ -78,10 +78,11 @@ def _pretrain(args: argparse.Namespace) -> int:
     )
 
     config = load_pretrain_config(args.config)
-    if config.train["model"] not in NAMED_SIZES:
+    sizes = (*NAMED_SIZES, *CELL_SIZES)
+    if config.train["model"] not in sizes:
         raise LakeshiftError(
             f"{args.config}: train.model {config.train['model']!r}: a base model is a named size "
-            f"({', '.join(NAMED_SIZES)})"
+            f"({', '.join(sizes)})"
         )
     out = Path(args.out)
     check_output(out, inputs=(Path(args.config),), kind="dir", previous=lambda d: True, what="run folder")
