@@ -23,7 +23,11 @@ from lakeshift.models.tokenizer import TOKENIZERS  # light: no torch
 
 INPUTS = ("image", "desc", "table", "grid")
 COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")  # = traces.COT_FORMATS
-NAMED = "micro, tiny, small, base (Qwen2, random init, char tokenizer) and tiny-vl (random Qwen2.5-VL)"
+NAMED = (
+    "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
+    "tiny-cells (the same with row/column embeddings for map cells), tiny-vl (random Qwen2.5-VL), "
+    "mini-base (mini pretrained by lakeshift pretrain on map reading and random walks)"
+)
 PROMPT_HELP = (
     "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
     "setup); map-only: just the map in the input format (for image input: just the image), rendered from "
