@@ -295,9 +295,51 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
             raise LakeshiftError(f"{cfg.path}: missing required key {required!r}")
     name = data["name"]
     workdir = Path(workdir_override or data.get("workdir") or Path("runs") / name)
+    plan = _plan_data(cfg, data["data"], workdir)
+    stages = [plan.stage]
 
-    # ----- data -----------------------------------------------------------------------------------------
-    dcfg = data["data"]
+    train_defaults = data.get("train") or {}
+    _check_keys(cfg, train_defaults, TRAIN_KEYS, "train")
+    predict_defaults = dict(data.get("predict") or {})
+    _check_keys(cfg, predict_defaults, PREDICT_KEYS, "predict")
+    report_cfg = data.get("report") or {}
+    _check_keys(cfg, report_cfg, REPORT_KEYS, "report")
+    from lakeshift.references import KNOWN as KNOWN_REFERENCES
+
+    if report_cfg.get("reference") not in (None, *KNOWN_REFERENCES):
+        raise cfg.error(
+            "report.reference",
+            f"unknown reference {report_cfg['reference']!r} (known: {', '.join(KNOWN_REFERENCES)})",
+        )
+    models = data["models"]
+    if not models:
+        raise cfg.error("models", "the study has no models")
+    seen_names: set[str] = set()
+    trained: dict[str, dict[str, Any]] = {}  # trained model name -> key, run folder, formats (for `init`)
+    predict_stages: list[Stage] = []
+    for i, entry in enumerate(models):
+        model_stages = _plan_model(
+            cfg, i, entry, plan, workdir, train_defaults, predict_defaults, seen_names, trained
+        )
+        stages += model_stages  # predictions right after their model: an interrupted study has whole models
+        predict_stages += [st for st in model_stages if st.kind == "predict"]
+    stages.append(_plan_report(report_cfg, predict_stages, plan, workdir))
+    return Study(name, workdir, stages)
+
+
+@dataclass
+class _DataPlan:
+    """The data stage of a study and what the model stages need to know about it."""
+
+    stage: Stage
+    dcfg: dict[str, Any]
+    data_dir: Path
+    split_names: list[str]
+    gen_key: str
+    images: bool
+
+
+def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
     _check_keys(cfg, dcfg, DATA_KEYS, "data")
     if ("suite" in dcfg) == ("splits" in dcfg):
         raise cfg.error(
@@ -352,172 +394,184 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         if dcfg.get(key):
             gen_argv += [f"--{key}", ",".join(dcfg[key])]
     spec_file = {} if "suite" in dcfg else {Path(suite_arg): suite_content}
+    marker = workdir / "stages" / "generate.json"
+    stage = Stage("generate", "data", gen_key, gen_argv, marker, files=spec_file)
+    return _DataPlan(stage, dcfg, data_dir, split_names, gen_key, images)
+
+
+def _plan_model(
+    cfg: SourcedConfig,
+    i: int,
+    entry: Any,
+    plan: _DataPlan,
+    workdir: Path,
+    train_defaults: dict[str, Any],
+    predict_defaults: dict[str, Any],
+    seen_names: set[str],
+    trained: dict[str, dict[str, Any]],
+) -> list[Stage]:
+    """The training stage (none for zero-shot models) and prediction stages of ``models[i]``."""
+    dcfg, data_dir, split_names, gen_key = plan.dcfg, plan.data_dir, plan.split_names, plan.gen_key
+    images = plan.images
     stage_dir = workdir / "stages"
-    stages = [Stage("generate", "data", gen_key, gen_argv, stage_dir / "generate.json", files=spec_file)]
-
-    # ----- models ----------------------------------------------------------------------------------------
-    train_defaults = data.get("train") or {}
-    _check_keys(cfg, train_defaults, TRAIN_KEYS, "train")
-    predict_defaults = dict(data.get("predict") or {})
-    _check_keys(cfg, predict_defaults, PREDICT_KEYS, "predict")
-    report_cfg = data.get("report") or {}
-    _check_keys(cfg, report_cfg, REPORT_KEYS, "report")
-    from lakeshift.references import KNOWN as KNOWN_REFERENCES
-
-    if report_cfg.get("reference") not in (None, *KNOWN_REFERENCES):
+    stages: list[Stage] = []
+    where = f"models[{i}]"
+    if not isinstance(entry, Mapping):
+        raise cfg.error(where, "expected a mapping with at least 'input' and 'cot'")
+    _check_keys(cfg, entry, MODEL_KEYS, where)
+    init = _grpo_init(cfg, entry, where, trained)
+    if init is not None:  # a GRPO entry continues its init's formats
+        entry = {"input": init["input"], "cot": init["cot"], **entry}
+    for required in ("input", "cot"):
+        if required not in entry:
+            raise cfg.error(where, f"missing key {required!r}")
+    if entry["input"] not in INPUT_FORMATS:
         raise cfg.error(
-            "report.reference",
-            f"unknown reference {report_cfg['reference']!r} (known: {', '.join(KNOWN_REFERENCES)})",
+            f"{where}.input",
+            f"unknown input format {entry['input']!r} (known: {', '.join(INPUT_FORMATS)})",
         )
-    models = data["models"]
-    if not models:
-        raise cfg.error("models", "the study has no models")
-    seen_names: set[str] = set()
-    predict_stages: list[Stage] = []
-    trained: dict[str, dict[str, Any]] = {}  # trained model name -> key, run folder, formats (for `init`)
-    for i, entry in enumerate(models):
-        where = f"models[{i}]"
-        if not isinstance(entry, Mapping):
-            raise cfg.error(where, "expected a mapping with at least 'input' and 'cot'")
-        _check_keys(cfg, entry, MODEL_KEYS, where)
-        init = _grpo_init(cfg, entry, where, trained)
-        if init is not None:  # a GRPO entry continues its init's formats
-            entry = {"input": init["input"], "cot": init["cot"], **entry}
-        for required in ("input", "cot"):
-            if required not in entry:
-                raise cfg.error(where, f"missing key {required!r}")
-        if entry["input"] not in INPUT_FORMATS:
-            raise cfg.error(
-                f"{where}.input",
-                f"unknown input format {entry['input']!r} (known: {', '.join(INPUT_FORMATS)})",
-            )
-        if entry["cot"] not in COT_FORMATS:
-            raise cfg.error(
-                f"{where}.cot", f"unknown CoT format {entry['cot']!r} (known: {', '.join(COT_FORMATS)})"
-            )
-        if entry["input"] == "image" and not images:
-            raise cfg.error(f"{where}.input", "image input needs images: set data.images: true")
-        for key, field_name in (("inputs", "input"), ("cots", "cot")):
-            if dcfg.get(key) and entry[field_name] not in dcfg[key]:
-                raise cfg.error(
-                    f"{where}.{field_name}",
-                    f"{entry[field_name]!r} is not among the formats the data writes "
-                    f"(data.{key}: {dcfg[key]})",
-                )
-        zero_shot = bool(entry.get("zero_shot", False))
-        mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + (
-            "__zero-shot" if zero_shot else ""
+    if entry["cot"] not in COT_FORMATS:
+        raise cfg.error(
+            f"{where}.cot", f"unknown CoT format {entry['cot']!r} (known: {', '.join(COT_FORMATS)})"
         )
-        if init is not None:
-            # Named after its init, so the report's rows sort SFT, then SFT+GRPO, side by side.
-            mname = entry.get("name") or f"{entry['init']}+grpo"
-        if mname in seen_names:
+    if entry["input"] == "image" and not images:
+        raise cfg.error(f"{where}.input", "image input needs images: set data.images: true")
+    for key, field_name in (("inputs", "input"), ("cots", "cot")):
+        if dcfg.get(key) and entry[field_name] not in dcfg[key]:
             raise cfg.error(
-                f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
+                f"{where}.{field_name}",
+                f"{entry[field_name]!r} is not among the formats the data writes (data.{key}: {dcfg[key]})",
             )
-        seen_names.add(mname)
-        if init is not None:
-            tcfg = {k: train_defaults[k] for k in ("split", "seed") if k in train_defaults}
-            tcfg.update(entry.get("train") or {})
-            _check_keys(cfg, entry.get("train") or {}, GRPO_TRAIN_KEYS, f"{where}.train")
-            _check_grpo_train(cfg, entry.get("train") or {}, entry["cot"], f"{where}.train")
-        else:
-            tcfg = {**train_defaults, **(entry.get("train") or {})}
-            _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
-        for key in ("lr", "weight_decay", "beta"):
-            if key in tcfg:
-                tcfg[key] = _number(cfg, tcfg[key], f"{where}.train.{key}")
-        tsplit = tcfg.get("split", "id-train")
-        if not zero_shot and tsplit not in split_names:
+    zero_shot = bool(entry.get("zero_shot", False))
+    mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + ("__zero-shot" if zero_shot else "")
+    if init is not None:
+        # Named after its init, so the report's rows sort SFT, then SFT+GRPO, side by side.
+        mname = entry.get("name") or f"{entry['init']}+grpo"
+    if mname in seen_names:
+        raise cfg.error(
+            f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
+        )
+    seen_names.add(mname)
+    if init is not None:
+        tcfg = {k: train_defaults[k] for k in ("split", "seed") if k in train_defaults}
+        tcfg.update(entry.get("train") or {})
+        _check_keys(cfg, entry.get("train") or {}, GRPO_TRAIN_KEYS, f"{where}.train")
+        _check_grpo_train(cfg, entry.get("train") or {}, entry["cot"], f"{where}.train")
+    else:
+        tcfg = {**train_defaults, **(entry.get("train") or {})}
+        _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
+    for key in ("lr", "weight_decay", "beta"):
+        if key in tcfg:
+            tcfg[key] = _number(cfg, tcfg[key], f"{where}.train.{key}")
+    tsplit = tcfg.get("split", "id-train")
+    if not zero_shot and tsplit not in split_names:
+        raise cfg.error(
+            f"{where}.train.split", f"training split {tsplit!r} is not in the data (has {split_names})"
+        )
+    pcfg = {**predict_defaults, **(entry.get("predict") or {})}
+    _check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
+    if entry.get("backend"):
+        pcfg["backend"] = entry["backend"]
+    if entry.get("base_url"):
+        pcfg["base_url"] = entry["base_url"]
+    backend = pcfg.get("backend", "hf")
+    if backend not in ("hf", "vllm", "openai"):
+        raise cfg.error(f"{where}.backend", f"unknown backend {backend!r} (known: hf, vllm, openai)")
+
+    if zero_shot:
+        if not entry.get("model"):
+            raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
+        model_ref = entry["model"]
+        model_key = _hash({"zero_shot": model_ref, "backend": backend})
+    elif init is not None:
+        # The init's key is part of this key: retraining the SFT model redoes its GRPO stage.
+        model_key = _hash({"grpo": init["key"], "data": gen_key, **tcfg})
+        run_dir = workdir / "models" / mname
+        argv = ["train", "--method", "grpo", "--data", str(data_dir), "--input", entry["input"]]
+        argv += ["--cot", entry["cot"], "--model", str(init["run_dir"]), "--out", str(run_dir)]
+        argv += _options_to_argv(tcfg)
+        stages.append(Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir]))
+        model_ref = str(run_dir)
+    else:
+        model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
+        model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
+        run_dir = workdir / "models" / mname
+        argv = [
+            "train",
+            "--data",
+            str(data_dir),
+            "--input",
+            entry["input"],
+            "--cot",
+            entry["cot"],
+            "--out",
+            str(run_dir),
+        ]
+        argv += _options_to_argv(model_spec)
+        stages.append(Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir]))
+        model_ref = str(run_dir)
+    if not zero_shot:
+        trained[mname] = {
+            "key": model_key,
+            "run_dir": run_dir,
+            "input": entry["input"],
+            "cot": entry["cot"],
+        }
+
+    return stages + _predict_stages(cfg, where, entry, mname, model_ref, model_key, pcfg, plan, workdir)
+
+
+def _predict_stages(
+    cfg: SourcedConfig,
+    where: str,
+    entry: Mapping[str, Any],
+    mname: str,
+    model_ref: str,
+    model_key: str,
+    pcfg: dict[str, Any],
+    plan: _DataPlan,
+    workdir: Path,
+) -> list[Stage]:
+    """One prediction stage per split of a model entry."""
+    split_names, gen_key, data_dir = plan.split_names, plan.gen_key, plan.data_dir
+    stages: list[Stage] = []
+    splits = pcfg.get("splits") or ["id-test"]
+    for s in splits:
+        if s not in split_names:
             raise cfg.error(
-                f"{where}.train.split", f"training split {tsplit!r} is not in the data (has {split_names})"
+                f"{where}.predict.splits" if entry.get("predict", {}).get("splits") else "predict.splits",
+                f"unknown split {s!r} (the data has {', '.join(split_names)})",
             )
-        pcfg = {**predict_defaults, **(entry.get("predict") or {})}
-        _check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
-        if entry.get("backend"):
-            pcfg["backend"] = entry["backend"]
-        if entry.get("base_url"):
-            pcfg["base_url"] = entry["base_url"]
-        backend = pcfg.get("backend", "hf")
-        if backend not in ("hf", "vllm", "openai"):
-            raise cfg.error(f"{where}.backend", f"unknown backend {backend!r} (known: hf, vllm, openai)")
+    for split in splits:
+        opts = {k: v for k, v in pcfg.items() if k not in ("splits", "per_size")}
+        pkey = _hash({"model": model_key, "split": split, "data": gen_key, **pcfg})
+        out = workdir / "predictions" / mname / f"{split}.jsonl"
+        argv = [
+            "predict",
+            "--model",
+            model_ref,
+            "--data",
+            str(data_dir),
+            "--split",
+            split,
+            "--out",
+            str(out),
+        ]
+        argv += ["--input", entry["input"], "--cot", entry["cot"], "--name", mname]
+        if pcfg.get("per_size"):
+            argv += ["--per-size", str(pcfg["per_size"])]
+        argv += _options_to_argv(opts)
+        marker = workdir / "stages" / f"predict-{mname}-{split}.json"
+        stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
+        stages.append(stage)
+    return stages
 
-        if zero_shot:
-            if not entry.get("model"):
-                raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
-            model_ref = entry["model"]
-            model_key = _hash({"zero_shot": model_ref, "backend": backend})
-        elif init is not None:
-            # The init's key is part of this key: retraining the SFT model redoes its GRPO stage.
-            model_key = _hash({"grpo": init["key"], "data": gen_key, **tcfg})
-            run_dir = workdir / "models" / mname
-            argv = ["train", "--method", "grpo", "--data", str(data_dir), "--input", entry["input"]]
-            argv += ["--cot", entry["cot"], "--model", str(init["run_dir"]), "--out", str(run_dir)]
-            argv += _options_to_argv(tcfg)
-            stages.append(
-                Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
-            )
-            model_ref = str(run_dir)
-        else:
-            model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
-            model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
-            run_dir = workdir / "models" / mname
-            argv = [
-                "train",
-                "--data",
-                str(data_dir),
-                "--input",
-                entry["input"],
-                "--cot",
-                entry["cot"],
-                "--out",
-                str(run_dir),
-            ]
-            argv += _options_to_argv(model_spec)
-            stages.append(
-                Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
-            )
-            model_ref = str(run_dir)
-        if not zero_shot:
-            trained[mname] = {
-                "key": model_key,
-                "run_dir": run_dir,
-                "input": entry["input"],
-                "cot": entry["cot"],
-            }
 
-        splits = pcfg.get("splits") or ["id-test"]
-        for s in splits:
-            if s not in split_names:
-                raise cfg.error(
-                    f"{where}.predict.splits" if entry.get("predict", {}).get("splits") else "predict.splits",
-                    f"unknown split {s!r} (the data has {', '.join(split_names)})",
-                )
-        for split in splits:
-            opts = {k: v for k, v in pcfg.items() if k not in ("splits", "per_size")}
-            pkey = _hash({"model": model_key, "split": split, "data": gen_key, **pcfg})
-            out = workdir / "predictions" / mname / f"{split}.jsonl"
-            argv = [
-                "predict",
-                "--model",
-                model_ref,
-                "--data",
-                str(data_dir),
-                "--split",
-                split,
-                "--out",
-                str(out),
-            ]
-            argv += ["--input", entry["input"], "--cot", entry["cot"], "--name", mname]
-            if pcfg.get("per_size"):
-                argv += ["--per-size", str(pcfg["per_size"])]
-            argv += _options_to_argv(opts)
-            marker = stage_dir / f"predict-{mname}-{split}.json"
-            stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
-            predict_stages.append(stage)
-            stages.append(stage)  # right after its model: an interrupted study has whole models done
-
-    # ----- report ----------------------------------------------------------------------------------------
+def _plan_report(
+    report_cfg: dict[str, Any], predict_stages: list[Stage], plan: _DataPlan, workdir: Path
+) -> Stage:
+    data_dir, split_names, images = plan.data_dir, plan.split_names, plan.images
+    stage_dir = workdir / "stages"
     report_key = _hash({"predictions": [s.key for s in predict_stages], **report_cfg})
     report_dir = workdir / "report"
     argv = ["report", str(workdir / "predictions"), "--data", str(data_dir), "--out", str(report_dir)]
@@ -534,8 +588,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         argv += ["--reference", report_cfg["reference"]]
     if not images:
         argv.append("--no-images")
-    stages.append(Stage("report", "report", report_key, argv, stage_dir / "report.json", [report_dir]))
-    return Study(name, workdir, stages)
+    return Stage("report", "report", report_key, argv, stage_dir / "report.json", [report_dir])
 
 
 def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None) -> int:
