@@ -100,6 +100,7 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
         (GOOD.replace("{3: 12, 4: 12}", "{1: 3}"), "corpus.maps.1: size 1: size must be an integer >= 2"),
         (GOOD.replace("max_steps: 2", "max_steps: two"), ":6: train.max_steps: expected an integer"),
         (GOOD.replace("max_steps: 2", "lr_peak: 2"), ":6: train.lr_peak: unknown key"),
+        (GOOD.replace("max_steps: 2", "bf16: 1"), ":6: train.bf16: expected true or false, got 1"),
         ("corpus:\n  maps: {3: 1}\n", "train: expected train: with at least model:"),
     ],
 )
@@ -137,3 +138,36 @@ def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path) -> None:
     assert main([*args, "--out", str(tuned), "--max-steps", "2", "--prompt", "map-only"]) == 0
     hp = json.loads((tuned / "run.json").read_text())["hparams"]
     assert hp["preset"] == "scratch" and hp["tokenizer"] == "checkpoint"
+
+
+def test_the_shipped_base_model_matches_its_config_and_reads_every_format() -> None:
+    from lakeshift.models.registry import BASE_MODELS, resolve_model
+    from lakeshift.models.tokenizer import encode_checked, load_tokenizer
+    from lakeshift.records import sft_records
+
+    spec = resolve_model("mini-cells-base")
+    assert spec.kind == "path" and spec.small and not spec.vision
+    folder = Path(spec.source)
+    provenance = json.loads((folder / "base.json").read_text(encoding="utf-8"))
+    root = Path(__file__).resolve().parents[1]
+    config = load_pretrain_config(root / BASE_MODELS["mini-cells-base"])
+    assert provenance["corpus"] == json.loads(json.dumps(config.corpus_key()))
+    assert provenance["hparams"]["batch_size"] == config.train["batch_size"]
+    tokenizer = load_tokenizer(folder)
+    m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])
+    record = {"id": "big", "rows": m.rows, "optimal_path": m.optimal_path()}
+    records = sft_records(record, "test", ("grid", "table", "desc"), ("none", "coords", "grid+desc"))
+    for rec in records.values():
+        for turn in rec["messages"]:
+            encode_checked(tokenizer, turn["content"], "big")
+
+
+def test_a_missing_base_checkpoint_says_how_to_rebuild_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakeshift.models import registry
+
+    monkeypatch.setattr(registry, "_CHECKPOINTS", tmp_path)
+    rebuild = r"lakeshift pretrain configs/base-mini-cells.yaml --out runs/mini-cells-base"
+    with pytest.raises(LakeshiftError, match=rebuild):
+        registry.resolve_model("mini-cells-base")

@@ -26,7 +26,7 @@ COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "co
 NAMED = (
     "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
     "tiny-cells (the same with row/column embeddings for map cells), tiny-vl (random Qwen2.5-VL), "
-    "mini-base (mini pretrained by lakeshift pretrain on map reading and random walks)"
+    "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks)"
 )
 PROMPT_HELP = (
     "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
@@ -60,7 +60,7 @@ def _register_pretrain(subparsers: Any) -> None:
             "Generates the corpus of CONFIG (maps of its own seed, each in a random text format with a "
             "random-walk or path-reading question; see lakeshift.pretrain) into OUT/corpus/ and trains a "
             "named size on it into OUT (a training run folder: fine-tune it with lakeshift train --model "
-            "OUT). configs/base-mini.yaml rebuilds the shipped mini-base."
+            "OUT). configs/base-mini-cells.yaml rebuilds the shipped mini-cells-base."
         ),
     )
     p.add_argument("config", help="pretraining YAML (e.g. configs/base-mini.yaml)")

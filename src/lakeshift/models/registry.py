@@ -41,7 +41,7 @@ TINY_VL = "tiny-vl"
 CELL_SIZES: dict[str, str] = {"micro-cells": "micro", "mini-cells": "mini", "tiny-cells": "tiny"}
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
-BASE_MODELS: dict[str, str] = {"mini-base": "configs/base-mini.yaml"}
+BASE_MODELS: dict[str, str] = {"mini-cells-base": "configs/base-mini-cells.yaml"}
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
 # table+desc traces on 10x10 maps reach ~15k characters).
