@@ -209,9 +209,15 @@ def from_named_size(init: dict[str, Any]) -> bool:
 
 
 def resolve_grpo_hparams(
-    opts: GrpoOptions, init: dict[str, Any], n_prompts: int, world: int, cuda: bool
+    opts: GrpoOptions,
+    init: dict[str, Any],
+    n_prompts: int,
+    world: int,
+    cuda: bool,
+    spec: ModelSpec | None = None,
 ) -> dict[str, Any]:
-    """Every setting of the run (recorded in ``run.json``; checked on ``--resume``)."""
+    """Every setting of the run (recorded in ``run.json``; checked on ``--resume``); ``spec`` (the initial
+    model) decides the bf16 default by its width."""
     from lakeshift.models.train import default_bf16
 
     named = from_named_size(init)
@@ -237,7 +243,7 @@ def resolve_grpo_hparams(
         "warmup_steps": opts.warmup_steps or 0,
         "weight_decay": opts.weight_decay if opts.weight_decay is not None else 0.0,
         "seed": opts.seed,
-        "bf16": opts.bf16 if opts.bf16 is not None else default_bf16(resolve_model(opts.model), cuda),
+        "bf16": opts.bf16 if opts.bf16 is not None else default_bf16(spec, cuda),
         "gradient_checkpointing": bool(opts.gradient_checkpointing),
         "lora": {"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         "save_steps": opts.save_steps or max(1, -(-total // 5)),
@@ -328,7 +334,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
     state = PartialState()
     is_main, world = state.is_main_process, state.num_processes
     processing = load_processing(spec)
-    hp = resolve_grpo_hparams(opts, init, len(rows), world, cuda)
+    hp = resolve_grpo_hparams(opts, init, len(rows), world, cuda, spec)
     if hp["max_completion_length"] is None:
         hp["max_completion_length"] = default_completion_length(sft, tokenizer_of(processing))
     hp["rewards"] = weights

@@ -24,7 +24,6 @@ from lakeshift.models.tokenizer import (
     IM_END,
     PAD_TOKEN,
     build_tokenizer,
-    is_generic_tokenizer,
     load_tokenizer,
 )
 
@@ -64,8 +63,8 @@ class ModelSpec:
         vision: whether the model takes images (an image-text-to-text model such as Qwen2.5-VL).
         model_type: the config's ``model_type`` (``qwen2`` for named sizes).
         config: the raw config dict (empty for named sizes).
-        small: a small model of lakeshift's own (a named size, or a checkpoint with a tokenizer lakeshift
-            built: a base model or a training run), trained with the ``scratch`` preset and CPU settings.
+        small: a small model of lakeshift's own (a named size, a shipped base model, or a run folder that
+            trained with the ``scratch`` preset), trained further with that preset and CPU settings.
     """
 
     name: str
@@ -117,7 +116,7 @@ def resolve_model(name: str) -> ModelSpec:
                 f"(rebuild it with `lakeshift pretrain {BASE_MODELS[name]} --out runs/{name}` and pass "
                 f"--model runs/{name})"
             )
-        return _spec_from_config(name, "path", str(folder), _read_config(folder / "config.json"))
+        return _spec_from_config(name, "path", str(folder), _read_config(folder / "config.json"), small=True)
     path = Path(name)
     if path.exists():
         if not path.is_dir():
@@ -130,7 +129,8 @@ def resolve_model(name: str) -> ModelSpec:
             if (path / RUN_FILE).is_file():
                 raise LakeshiftError(f"--model {name}: the run has no model/ yet (training unfinished?)")
             raise LakeshiftError(f"--model {name}: {config_file} not found (not a model checkpoint folder)")
-        return _spec_from_config(name, "path", str(folder), _read_config(config_file))
+        config = _read_config(config_file)
+        return _spec_from_config(name, "path", str(folder), config, small=_trained_small(path))
     if not _HUB_ID.match(name):
         raise LakeshiftError(
             f"--model {name}: unknown model: not one of the named sizes ({', '.join(NAMED_MODELS)}), "
@@ -154,9 +154,25 @@ def _read_config(config_file: Path) -> dict[str, Any]:
         raise LakeshiftError(f"{config_file}: malformed JSON ({err.msg})") from None
 
 
-def _spec_from_config(name: str, kind: str, source: str, config: dict[str, Any]) -> ModelSpec:
+def _trained_small(path: Path) -> bool:
+    """Whether ``path`` is a lakeshift run (SFT or pretraining) of a small model: it trained with the
+    ``scratch`` preset, so fine-tuning it further does too (a fine-tuned 7B run says ``paper``)."""
+    try:
+        record = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    hparams, init = record.get("hparams"), record.get("init")
+    if isinstance(init, dict) and init.get("from_named_size"):  # GRPO after a small model's SFT
+        return True
+    return isinstance(hparams, dict) and hparams.get("preset") == "scratch"
+
+
+def _spec_from_config(
+    name: str, kind: str, source: str, config: dict[str, Any], small: bool = False
+) -> ModelSpec:
     model_type = str(config.get("model_type", ""))
-    small = kind == "path" and is_generic_tokenizer(source)
     if model_type == cells.MODEL_TYPE:
         return ModelSpec(name, kind, source, False, model_type, config, small)
     if model_type in _vision_types() or "vision_config" in config:

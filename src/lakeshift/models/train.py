@@ -128,10 +128,10 @@ class TrainOptions(RunOptions):
 BF16_MIN_HIDDEN = 256
 
 
-def default_bf16(spec: ModelSpec, cuda: bool) -> bool:
+def default_bf16(spec: ModelSpec | None, cuda: bool) -> bool:
     """bf16 mixed precision unless the user chose: on a GPU, or on a native-bf16 CPU for a model that is
-    not too narrow to gain from it."""
-    hidden = hidden_size(spec)
+    not too narrow to gain from it (any width when ``spec`` is unknown)."""
+    hidden = hidden_size(spec) if spec is not None else None
     return cuda or (cpu_has_bf16() and (hidden is None or hidden >= BF16_MIN_HIDDEN))
 
 
