@@ -5,7 +5,6 @@ cells model trains, saves, reloads and predicts through the CLI."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,9 @@ from hypothesis import strategies as st
 
 from lakeshift import formats, traces
 from lakeshift.cli import main
-from lakeshift.env import FrozenLakeMap
-from lakeshift.models.cells import cell_positions, cell_tables
+from lakeshift.models.cells import cell_positions, cell_tables, lookup_tables
 from lakeshift.models.tokenizer import build_structured_tokenizer
+from tests.map_strategies import random_maps
 
 SYMBOL = {"S": "P", "G": "G", "H": "X", "F": "."}
 
@@ -27,26 +26,12 @@ def tokenizer():
 
 
 def _tables(tokenizer) -> dict:
-    t = cell_tables(tokenizer)
-    return {
-        "coords": {int(k): tuple(v) for k, v in t["cell_coords"].items()},
-        "first": set(t["cell_first"]),
-        "rest": set(t["cell_rest"]),
-        "newline": t["cell_newline"],
-    }
+    return lookup_tables(cell_tables(tokenizer))
 
 
-@st.composite
-def maps(draw: st.DrawFn) -> FrozenLakeMap:
-    n = draw(st.integers(2, 10))
-    rng = random.Random(draw(st.integers(0, 2**32)))
-    cells = [(r, c) for r in range(n) for c in range(n)]
-    start, goal = rng.sample(cells, 2)
-    holes = frozenset(c for c in cells if c not in (start, goal) and rng.random() < 0.25)
-    return FrozenLakeMap(n, holes, start, goal)
-
-
-@given(maps(), st.sampled_from(["coords", "grid", "none"]))
+@given(
+    random_maps(max_size=10, hole_probs=(0.25,), solvable=False), st.sampled_from(["coords", "grid", "none"])
+)
 @settings(max_examples=60, deadline=None)
 def test_prompt_grid_cells_and_coordinates_get_their_row_and_column(tokenizer, m, cot) -> None:
     path = m.optimal_path() if m.solvable else ["UP"]

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshift import extract, formats, pretrain
@@ -18,6 +18,7 @@ from lakeshift.cli import main
 from lakeshift.env import FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 from lakeshift.pretrain import corpus_record, load_pretrain_config, moves_example, walk_example
+from tests.map_strategies import random_maps
 
 _CELL = re.compile(r"\((\d+),(\d+)\)")
 
@@ -26,21 +27,7 @@ def _cells(text: str) -> list[tuple[int, int]]:
     return [(int(r) - 1, int(c) - 1) for r, c in _CELL.findall(text)]
 
 
-@st.composite
-def maps(draw: st.DrawFn) -> FrozenLakeMap:
-    """A solvable random map of size 2-8."""
-    n = draw(st.integers(2, 8))
-    rng = random.Random(draw(st.integers(0, 2**32)))
-    cells = [(r, c) for r in range(n) for c in range(n)]
-    start, goal = rng.sample(cells, 2)
-    p_hole = draw(st.sampled_from([0.0, 0.2, 0.4]))
-    holes = frozenset(c for c in cells if c not in (start, goal) and rng.random() < p_hole)
-    m = FrozenLakeMap(n, holes, start, goal)
-    assume(m.solvable)
-    return m
-
-
-@given(maps(), st.integers(0, 2**32))
+@given(random_maps(), st.integers(0, 2**32))
 @settings(max_examples=200, deadline=None)
 def test_walk_answer_reads_the_map_and_simulates_the_moves(m: FrozenLakeMap, seed: int) -> None:
     question, answer = walk_example(m, random.Random(seed))
@@ -56,7 +43,7 @@ def test_walk_answer_reads_the_map_and_simulates_the_moves(m: FrozenLakeMap, see
     assert outcome == ("hole" if rollout.fell_at else "goal" if rollout.success else "safe")
 
 
-@given(maps(), st.integers(0, 2**32))
+@given(random_maps(), st.integers(0, 2**32))
 @settings(max_examples=200, deadline=None)
 def test_moves_answer_is_the_walk_given_as_cells(m: FrozenLakeMap, seed: int) -> None:
     question, answer = moves_example(m, random.Random(seed))

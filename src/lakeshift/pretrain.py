@@ -38,13 +38,13 @@ from lakeshift.env import DELTAS, FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 from lakeshift.generate import Group, SplitSpec, generate_split
 from lakeshift.io import write_jsonl
+from lakeshift.prompts import SYSTEM_PROMPT
 from lakeshift.records import map_of
 from lakeshift.traces import boxed, cell_text
 
 TASKS: tuple[str, ...] = ("walk", "moves")
 #: The input formats the corpus renders maps in (the text formats of the study).
 CORPUS_INPUTS: tuple[str, ...] = ("grid", "table", "desc")
-SYSTEM = "You are a helpful assistant."
 #: The ``input_format`` / ``cot_format`` names of a corpus record (it mixes formats and has no CoT).
 CORPUS_INPUT = "text"
 CORPUS_COT = "maptasks"
@@ -109,7 +109,7 @@ def corpus_record(map_record: Mapping[str, Any], index: int, seed: int) -> dict[
         "task": task,
         "map_format": input_format,
         "messages": [
-            {"role": "system", "content": SYSTEM},
+            {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": user},
             {"role": "assistant", "content": answer},
         ],

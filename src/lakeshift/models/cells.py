@@ -57,8 +57,19 @@ def cell_tables(tokenizer: Any) -> dict[str, Any]:
     }
 
 
+def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`cell_tables` fields (as a config stores them) in the form :func:`cell_positions` reads."""
+    return {
+        "coords": {int(k): tuple(v) for k, v in fields["cell_coords"].items()},
+        "first": set(fields["cell_first"]),
+        "rest": set(fields["cell_rest"]),
+        "newline": fields["cell_newline"],
+    }
+
+
 def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], list[int]]:
-    """Row and column index (0 = none) of every token of one sequence (see the module doc)."""
+    """Row and column index (0 = none) of every token of one sequence (see the module doc; ``tables`` from
+    :func:`lookup_tables`)."""
     coords = tables["coords"]
     first, rest, newline = tables["first"], tables["rest"], tables["newline"]
     rows, cols = [0] * len(ids), [0] * len(ids)
@@ -125,12 +136,7 @@ def register() -> tuple[type, type]:
             super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
             self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
-            self.tables = {
-                "coords": {int(k): tuple(v) for k, v in config.cell_coords.items()},
-                "first": set(config.cell_first),
-                "rest": set(config.cell_rest),
-                "newline": config.cell_newline,
-            }
+            self.tables = lookup_tables(vars(config))
 
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
             pairs = [cell_positions(seq, self.tables) for seq in input_ids.tolist()]
