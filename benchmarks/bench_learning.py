@@ -59,9 +59,16 @@ COTS = "none,coords,desc,grid+desc"
 SPLITS = ("id-test", "ood-size", "ood-dist")
 
 
-def arm(input_format: str, cot: str, model: str, minutes: float, **train: Any) -> dict[str, Any]:
-    """One sweep arm: a format pair, a named size, a time budget and extra ``lakeshift train`` options."""
+def arm(
+    input_format: str, cot: str, model: str, minutes: float, augment: str | None = None, **train: Any
+) -> dict[str, Any]:
+    """One sweep arm: a format pair, a named size, a time budget and extra ``lakeshift train`` options.
+
+    ``augment`` (a ``lakeshift generate --augment`` value) trains on an augmented copy of the same suite
+    (``OUT/data-<augment>``); every arm is tested on the same maps of ``OUT/data``.
+    """
     extra = "".join(f"-{k.replace('_', '')}{v}" for k, v in sorted(train.items()))
+    extra += f"-aug{augment_slug(augment)}" if augment else ""
     name = f"{input_format}-{cot.replace('+', '')}-{model}-{minutes:g}{extra}"
     return {
         "name": name,
@@ -69,8 +76,13 @@ def arm(input_format: str, cot: str, model: str, minutes: float, **train: Any) -
         "cot": cot,
         "model": model,
         "minutes": minutes,
+        "augment": augment,
         "train": train,
     }
+
+
+def augment_slug(augment: str) -> str:
+    return augment.replace("=", "").replace(",", "-")
 
 
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
@@ -94,6 +106,8 @@ ARMS = [
         for rate in (3e-3, 1e-3)
         for i, c in CURVE_FORMATS
     ),
+    # Several optimal paths per map (the split's tie-break is one arbitrary rule the model must learn).
+    *(arm(i, c, "mini-cells-base", 5, "paths=4", batch_size=32, lr=3e-3) for i, c in CURVE_FORMATS),
 ]
 
 
@@ -117,6 +131,8 @@ def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
     argv = ["lakeshift", "train", "--data", str(data), "--input", a["input"], "--cot", a["cot"]]
     argv += ["--model", a["model"], "--prompt", "map-only", "--max-minutes", str(a["minutes"])]
     argv += ["--epochs", "1000", "--out", str(run)]
+    if a.get("augment"):
+        argv[argv.index("--data") + 1] = str(out / f"data-{augment_slug(a['augment'])}")
     for key, value in a["train"].items():
         flag = key.replace("_", "-")
         argv += (
@@ -245,6 +261,17 @@ def main() -> int:
         ],
         args.out / "generate.log",
     )
+    for augment in sorted({a["augment"] for a in arms if a.get("augment")}):
+        augmented = args.out / f"data-{augment_slug(augment)}"
+        formats = [a for a in arms if a.get("augment") == augment]
+        inputs = ",".join(sorted({a["input"] for a in formats}))
+        cots = ",".join(sorted({a["cot"] for a in formats}))
+        argv = ["lakeshift", "generate", "--suite", str(suite), "--out", str(augmented), "--no-images"]
+        argv += ["--no-progress", "--inputs", inputs, "--cots", cots, "--augment", augment]
+        sh(argv, args.out / "generate.log")
+        for split in SPLITS:  # the arms must be comparable: same test maps whatever the training data
+            if (augmented / split / "maps.jsonl").read_bytes() != (data / split / "maps.jsonl").read_bytes():
+                raise SystemExit(f"{augmented / split}: test maps differ from {data / split}")
     results = args.out / "results.jsonl"
     done = {json.loads(x)["arm"] for x in results.read_text().splitlines()} if results.is_file() else set()
     for a in arms:

@@ -60,6 +60,42 @@ def test_prompt_grid_cells_and_coordinates_get_their_row_and_column(tokenizer, m
     assert sum(1 for r in rows if r) == m.size**2 + n_coords  # grids the CoT redraws get none
 
 
+@given(random_maps(max_size=10, hole_probs=(0.25,)), st.sampled_from(["none", "coords", "desc", "astar"]))
+@settings(max_examples=60, deadline=None)
+def test_walking_move_tokens_get_the_cell_each_move_reaches(tokenizer, m, cot) -> None:
+    path = m.optimal_path()
+    messages = [
+        {"role": "user", "content": formats.render(m, "grid")},
+        {"role": "assistant", "content": traces.completion(m, path, cot)},
+    ]
+    ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
+    tables = lookup_tables(cell_tables(tokenizer, moves=True))
+    rows, cols = cell_positions(ids, tables)
+    moves = [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables["moves"]]
+    # the answer's moves are the last ones: each gets the 1-based cell it reaches (the start excluded);
+    # the moves the desc CoT names in its prose get none
+    answer = moves[len(moves) - len(path) :]
+    assert answer == [(r + 1, c + 1) for r, c in m.simulate(path).positions[1:]]
+    assert set(moves[: len(moves) - len(path)]) <= {(0, 0)}
+    # without move tables nothing changes for the map and the coordinates, and moves get no cell
+    plain = cell_positions(ids, _tables(tokenizer))
+    keep = [i not in tables["moves"] for i in ids]
+    assert [r for r, k in zip(rows, keep, strict=True) if k] == [
+        r for r, k in zip(plain[0], keep, strict=True) if k
+    ]
+    assert all(r == 0 for r, k in zip(plain[0], keep, strict=True) if not k)
+
+
+def test_a_walk_is_clamped_at_the_edge_and_restarts_with_each_answer(tokenizer) -> None:
+    tables = lookup_tables(cell_tables(tokenizer, moves=True))
+    text = "Grid:\n.  P\n.  G\nmoving DOWN: \\boxed{RIGHT, DOWN, DOWN} or \\boxed{UP, LEFT}"
+    ids = tokenizer.encode(text)
+    rows, cols = cell_positions(ids, tables)
+    walked = [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables["moves"]]
+    # the prose's DOWN gets no cell; each answer walks from the start
+    assert walked == [(0, 0), (1, 2), (2, 2), (2, 2), (1, 2), (1, 1)]
+
+
 def test_a_continuation_step_never_starts_a_grid(tokenizer) -> None:
     tables = _tables(tokenizer)
     for piece in (".", "P", "  X", "\n", " (3,4)"):
@@ -93,7 +129,7 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path) -> None:
     ]
     assert main(argv) == 0
     config = json.loads((run / "model" / "config.json").read_text())
-    assert config["model_type"] == "lakeshift_cells" and config["cell_coords"]
+    assert config["model_type"] == "lakeshift_cells" and config["cell_coords"] and config["cell_moves"]
     preds = tmp_path / "p.jsonl"
     argv = [
         "predict",
@@ -111,3 +147,45 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path) -> None:
     ]
     assert main(argv) == 0
     assert len(preds.read_text().splitlines()) == 3
+
+
+def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
+    """Cached generation (one token per step) sees the same positions, hence the same logits, as one
+    forward pass over the whole sequence: the walk's cells depend on the moves before each step."""
+    import torch
+
+    from lakeshift.models.registry import build_named
+
+    torch.manual_seed(0)
+    model, tokenizer = build_named("micro-cells", [])
+    model.eval()
+    assert model.config.cell_moves
+    prompt = tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:")
+    answer = tokenizer.encode("\\boxed{RIGHT, RIGHT, DOWN, DOWN, LEFT}")
+    forced = iter(answer)
+    out = model.generate(
+        torch.tensor([prompt]),
+        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+        max_new_tokens=len(answer),
+        do_sample=False,
+        prefix_allowed_tokens_fn=lambda _batch, _ids: [next(forced)],
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=model.generation_config.pad_token_id,
+        eos_token_id=None,
+    )
+    assert out.sequences[0].tolist() == prompt + answer
+    with torch.no_grad():
+        full = model(torch.tensor([prompt + answer])).logits[0]
+    for step, logits in enumerate(out.logits):
+        assert torch.allclose(logits[0], full[len(prompt) + step - 1], atol=1e-4), step
+    # and the moves did walk (RIGHT, RIGHT, DOWN, DOWN, LEFT from (1,1)), so the check above is not vacuous
+    rows, cols = model.model.embed_tokens.positions(torch.tensor([prompt + answer]))
+    walked = slice(len(prompt) + 1, len(prompt) + 6)
+    assert list(zip(rows[0, walked].tolist(), cols[0, walked].tolist(), strict=True)) == [
+        (1, 2),
+        (1, 3),
+        (2, 3),
+        (3, 3),
+        (3, 2),
+    ]

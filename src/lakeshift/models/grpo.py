@@ -217,10 +217,11 @@ def resolve_grpo_hparams(
     spec: ModelSpec | None = None,
 ) -> dict[str, Any]:
     """Every setting of the run (recorded in ``run.json``; checked on ``--resume``); ``spec`` (the initial
-    model) decides the bf16 default by its width."""
+    model) decides the bf16 default by its width, and whether it is one of lakeshift's small models (a
+    named size, a shipped base, or a run of one: :attr:`ModelSpec.small`), which sets the learning rate."""
     from lakeshift.models.train import default_bf16
 
-    named = from_named_size(init)
+    named = spec.small if spec is not None else from_named_size(init)
     batch = opts.batch_size or opts.num_generations
     grad_accum = opts.grad_accum or 1
     epochs = opts.epochs if opts.epochs is not None else 1.0
@@ -352,7 +353,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         distributed=distributed,
         init={
             "model": opts.model,
-            "from_named_size": from_named_size(init),
+            "from_named_size": spec.small or from_named_size(init),
             "path": str(Path(spec.source).resolve()) if spec.kind == "path" and spec.source else spec.source,
             "run": {
                 k: init[k]

@@ -231,7 +231,7 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
         if tokenizer_kind != "structured":
             raise LakeshiftError(f"--model {name}: cell positions need --tokenizer structured")
         config_class, model_class = cells.register()
-        extra = cells.cell_tables(tokenizer)
+        extra = cells.cell_tables(tokenizer, moves=True)
     config = config_class(
         **extra,
         vocab_size=len(tokenizer),
