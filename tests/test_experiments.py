@@ -191,3 +191,51 @@ def test_report_reference_reaches_the_report_stage_and_an_unknown_one_is_a_confi
     assert main(["run", str(bad), "--dry-run", "--workdir", str(tmp_path / "w2")]) == 2
     err = capsys.readouterr().err
     assert "report.reference" in err and "'nope'" in err and "known: paper" in err and err.count("\n") == 1
+
+
+# 4-minute trainings (no epoch bound: the budget ends them)
+BUDGET_STUDY = TINY_STUDY.replace("  model: micro\n", "  model: mini\n  max_minutes: 4\n").replace(
+    "  epochs: 1\n", ""
+)
+
+
+def test_dry_run_estimates_the_time_and_refuses_a_study_over_its_budget(tmp_path: Path, capsys) -> None:
+    fits = write(tmp_path, "budget_minutes: 20\n" + BUDGET_STUDY)
+    assert main(["run", str(fits), "--dry-run", "--workdir", str(tmp_path / "w")]) == 0
+    err = capsys.readouterr().err
+    # two 4-minute trainings and their model loads, and a few tiny predictions
+    from lakeshift.bounds import STAGE_OVERHEAD_S
+
+    estimate = next(line for line in err.splitlines() if line.startswith("estimated time"))
+    train = 2 * (4 * 60 + STAGE_OVERHEAD_S) / 60
+    assert f"train {train:.0f}," in estimate and "predict " in estimate, estimate
+
+    over = write(tmp_path, "budget_minutes: 5\n" + BUDGET_STUDY, "over.yaml")
+    for argv in (["run", str(over), "--dry-run"], ["run", str(over)]):
+        assert main([*argv, "--workdir", str(tmp_path / "w2")]) == 2
+        err = capsys.readouterr().err
+        assert f"about {train:.0f} minutes" in err and "budget_minutes: 5" in err
+    assert not (tmp_path / "w2" / "data").exists()  # refused before any work
+
+
+def test_training_and_prediction_estimates_follow_budget_epochs_and_maps() -> None:
+    from lakeshift import bounds
+
+    groups = [(3, 1000), (6, 1000)]
+    by_budget = bounds.train_seconds(groups, "grid", "none", "mini", epochs=None, max_minutes=5)
+    assert by_budget == bounds.STAGE_OVERHEAD_S + 300
+    one = bounds.train_seconds(groups, "grid", "none", "mini", epochs=1, max_minutes=None)
+    two = bounds.train_seconds(groups, "grid", "none", "mini", epochs=2, max_minutes=None)
+    assert one is not None and two is not None
+    assert two - bounds.STAGE_OVERHEAD_S == pytest.approx(2 * (one - bounds.STAGE_OVERHEAD_S))
+    # the budget ends a long run first; a model without a measured rate has no epoch estimate
+    assert bounds.train_seconds(groups, "grid", "none", "mini", epochs=1e6, max_minutes=5) == by_budget
+    assert bounds.train_seconds(groups, "grid", "none", "some/hub-model", epochs=1, max_minutes=None) is None
+    # longer answers and more maps take longer
+    short = bounds.predict_seconds([(6, 64)], "grid", "none")
+    assert (
+        short
+        < bounds.predict_seconds([(6, 64)], "grid", "grid")
+        < bounds.predict_seconds([(10, 64)], "grid", "grid")
+    )
+    assert short < bounds.predict_seconds([(6, 640)], "grid", "none")

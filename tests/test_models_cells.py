@@ -189,3 +189,39 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
         (3, 3),
         (3, 2),
     ]
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 10), min_size=1, max_size=12), min_size=1, max_size=4),
+    st.integers(0, 99),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_random_shift_moves_every_cell_of_a_sequence_alike_and_stays_in_range(batch, seed) -> None:
+    import torch
+
+    from lakeshift.models.cells import MAX_CELL, shifted
+
+    width = max(len(row) for row in batch)
+    index = torch.tensor([row + [0] * (width - len(row)) for row in batch])
+    torch.manual_seed(seed)
+    moved = shifted(index)
+    assert ((moved == 0) == (index == 0)).all() and int(moved.max()) < MAX_CELL
+    diff = (moved - index).tolist()
+    offsets = {
+        (i, d)
+        for i, (row, ds) in enumerate(zip(batch, diff, strict=False))
+        for x, d in zip(row, ds, strict=False)
+        if x
+    }
+    assert len(offsets) == len({i for i, _ in offsets})  # one offset per sequence
+
+
+def test_random_shifts_reach_the_largest_rows() -> None:
+    import torch
+
+    from lakeshift.models.cells import MAX_CELL, shifted
+
+    torch.manual_seed(0)
+    index = torch.tensor([[1, 2, 3, 0, 6]] * 400)
+    reached = set(shifted(index).flatten().tolist())
+    assert reached == set(range(MAX_CELL))  # every row embedding 1..30 trains (and 0 stays "none")

@@ -225,3 +225,59 @@ def suite_sizes(specs: Sequence, imported_counts: dict[str, int] | None = None) 
             counts[spec.name] = sum(g.count for g in spec.groups)
         counts.setdefault(spec.name, sum(g.count for g in spec.groups))
     return out
+
+
+# ----- study time (lakeshift run --dry-run) -------------------------------------------------------------
+#: Measured on this 2-core machine (2026-12-01, fp32, structured tokenizer, batch 32, load 1-2): training
+#: tokens per second by ``--model`` (benchmarks/README.md, "Learning"; the progress bar's tok/s). Models
+#: without a measured rate get no estimate.
+TRAIN_TOKENS_PER_S: dict[str, float] = {"mini": 6000.0, "mini-cells": 6000.0, "mini-cells-base": 6000.0}
+#: Measured: batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding
+#: steps per second; bench_predict.py). A batch lasts as long as its longest answer.
+GENERATE_STEPS_PER_S = 59.0
+PREDICT_BATCH = 32
+#: An answer may run past its reference's length up to the cap (1.25 x the longest reference).
+ANSWER_SLACK = 1.25
+#: The structured tokenizer writes 2.3-3.2 characters per token (benchmarks/README.md, "Tokens").
+CHARS_PER_TOKEN = 2.3
+#: Loading a model and tokenizing its data, beyond a training stage's time budget (measured: the demo's two
+#: 5-minute stages took 311 and 318 s, 24,000 records each), and loading a model for predictions (1-5 s).
+STAGE_OVERHEAD_S = 20.0
+PREDICT_OVERHEAD_S = 2.0
+
+
+def answer_chars(n: int, input_format: str, cot: str) -> float:
+    """Estimated characters of one ``n x n`` map's answer in ``cot`` (its record minus the no-CoT one's)."""
+    return max(record_bytes(n, [input_format], [cot]) - record_bytes(n, [input_format], ["none"]), 0.0) + 60
+
+
+def train_seconds(
+    groups: Sequence[tuple[int, int]],
+    input_format: str,
+    cot: str,
+    model: str,
+    *,
+    epochs: float | None,
+    max_minutes: float | None,
+) -> float | None:
+    """Estimated seconds of one training run over the maps ``groups`` (``(size, count)``): the time budget
+    if it ends the run first, else epochs of tokens at the model's measured rate; ``None``: unknown."""
+    budget = max_minutes * 60 if max_minutes else None
+    rate = TRAIN_TOKENS_PER_S.get(model)
+    by_epochs = None
+    if rate and epochs:
+        chars = sum(c * record_bytes(n, [input_format], [cot]) for n, c in groups)
+        by_epochs = epochs * chars / CHARS_PER_TOKEN / rate
+    known = [s for s in (budget, by_epochs) if s is not None]
+    return STAGE_OVERHEAD_S + min(known) if known else None
+
+
+def predict_seconds(groups: Sequence[tuple[int, int]], input_format: str, cot: str) -> float:
+    """Estimated seconds of greedy answers to the maps ``groups`` in batches of :data:`PREDICT_BATCH`, each
+    as long as its largest map's answer with :data:`ANSWER_SLACK`, at the measured decoding rate."""
+    sizes = sorted((n for n, c in groups for _ in range(c)), reverse=True)
+    steps = sum(
+        ANSWER_SLACK * answer_chars(sizes[i], input_format, cot) / CHARS_PER_TOKEN
+        for i in range(0, len(sizes), PREDICT_BATCH)
+    )
+    return PREDICT_OVERHEAD_S + steps / GENERATE_STEPS_PER_S

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from lakeshift import bounds
 from lakeshift._version import __version__
 from lakeshift.config import SourcedConfig, load_yaml
 from lakeshift.errors import LakeshiftError
@@ -70,6 +71,7 @@ TOP_KEYS = {
     "predict": dict,
     "models": list,
     "report": dict,
+    "budget_minutes": (int, float),
 }
 DATA_KEYS = {
     "suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int,
@@ -111,7 +113,7 @@ NUMBER_KEYS = {
     "warmup_steps": "nonnegative_int", "weight_decay": "nonnegative_float", "limit": "positive_int",
     "max_length": "positive_int", "max_minutes": "positive_float", "per_size": "positive_int",
     "max_new_tokens": "positive_int", "temperature": "nonnegative_float", "concurrency": "positive_int",
-    "examples": "nonnegative_int", "seed": "nonnegative_int",
+    "examples": "nonnegative_int", "seed": "nonnegative_int", "budget_minutes": "positive_float",
 }  # fmt: skip
 
 
@@ -126,6 +128,7 @@ class Stage:
     marker: Path
     outputs: list[Path] = field(default_factory=list)  # removed first when the stage's settings changed
     files: dict[Path, Any] = field(default_factory=dict)  # JSON files written before running
+    estimate_s: float | None = None  # the time it should take (lakeshift.bounds), None: unknown
 
     def recorded_key(self) -> str | None:
         try:
@@ -163,10 +166,38 @@ class Study:
     name: str
     workdir: Path
     stages: list[Stage]
+    budget_minutes: float | None = None  # the config's `budget_minutes`
 
     def summary(self) -> dict[str, int]:
         """Number of stages of each kind."""
         return dict(Counter(s.kind for s in self.stages))
+
+    def estimate(self, stages: list[Stage]) -> str:
+        """One line: the estimated time of ``stages`` by kind, and the stages without an estimate."""
+        by_kind: dict[str, float] = {}
+        unknown = [s.name for s in stages if s.estimate_s is None and s.kind in ("train", "predict")]
+        for s in stages:
+            if s.estimate_s is not None:
+                by_kind[s.kind] = by_kind.get(s.kind, 0.0) + s.estimate_s
+        total = sum(by_kind.values()) / 60
+        parts = ", ".join(f"{kind} {secs / 60:.0f}" for kind, secs in by_kind.items())
+        line = f"estimated time of the stages to do: ~{total:.0f} min ({parts or 'nothing'})"
+        if unknown:
+            line += f"; no estimate for {len(unknown)} stage(s) (no measured rate), e.g. {unknown[0]}"
+        return line
+
+    def over_budget(self, stages: list[Stage]) -> str | None:
+        """Why ``stages`` cannot fit ``budget_minutes``, or ``None``."""
+        if self.budget_minutes is None:
+            return None
+        total = sum(s.estimate_s or 0.0 for s in stages) / 60
+        if total > self.budget_minutes:
+            return (
+                f"study {self.name!r}: its stages need about {total:.0f} minutes on a 2-core CPU, more than "
+                f"its budget_minutes: {self.budget_minutes:g} (shorten max_minutes or epochs, use fewer "
+                f"maps, or raise the budget)"
+            )
+        return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -324,7 +355,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         stages += model_stages  # predictions right after their model: an interrupted study has whole models
         predict_stages += [st for st in model_stages if st.kind == "predict"]
     stages.append(_plan_report(report_cfg, predict_stages, plan, workdir))
-    return Study(name, workdir, stages)
+    return Study(name, workdir, stages, data.get("budget_minutes"))
 
 
 @dataclass
@@ -337,6 +368,7 @@ class _DataPlan:
     split_names: list[str]
     gen_key: str
     images: bool
+    groups: dict[str, list[tuple[int, int]]]  # (size, count) of each split's map groups
 
 
 def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
@@ -354,7 +386,8 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
         if dcfg["suite"] not in SUITES:
             raise cfg.error("data.suite", f"unknown suite {dcfg['suite']!r} (known: {', '.join(SUITES)})")
         suite_arg = dcfg["suite"]
-        split_names = [s.name for s in SUITES[suite_arg]()]
+        specs = list(SUITES[suite_arg]())
+        split_names = [s.name for s in specs]
         suite_content: Any = suite_arg
     else:
         from lakeshift.generate import SplitSpec
@@ -396,7 +429,13 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
     spec_file = {} if "suite" in dcfg else {Path(suite_arg): suite_content}
     marker = workdir / "stages" / "generate.json"
     stage = Stage("generate", "data", gen_key, gen_argv, marker, files=spec_file)
-    return _DataPlan(stage, dcfg, data_dir, split_names, gen_key, images)
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for spec in specs:  # an embedded split has as many maps as its source
+        source = sum(c for _, c in groups.get(spec.embed_source, [])) if spec.embed_source else 0
+        groups[spec.name] = (
+            [(spec.embed_size, source)] if spec.embed_source else [(g.size, g.count) for g in spec.groups]
+        )
+    return _DataPlan(stage, dcfg, data_dir, split_names, gen_key, images, groups)
 
 
 def _plan_model(
@@ -490,7 +529,10 @@ def _plan_model(
         argv = ["train", "--method", "grpo", "--data", str(data_dir), "--input", entry["input"]]
         argv += ["--cot", entry["cot"], "--model", str(init["run_dir"]), "--out", str(run_dir)]
         argv += _options_to_argv(tcfg)
-        stages.append(Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir]))
+        stage = Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
+        minutes = tcfg.get("max_minutes")
+        stage.estimate_s = bounds.STAGE_OVERHEAD_S + minutes * 60 if minutes else None
+        stages.append(stage)
         model_ref = str(run_dir)
     else:
         model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
@@ -508,7 +550,17 @@ def _plan_model(
             str(run_dir),
         ]
         argv += _options_to_argv(model_spec)
-        stages.append(Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir]))
+        stage = Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
+        groups = _limited(plan.groups.get(tsplit, []), None, tcfg.get("limit"))
+        stage.estimate_s = bounds.train_seconds(
+            groups,
+            entry["input"],
+            entry["cot"],
+            str(model_spec["model"]),
+            epochs=tcfg.get("epochs"),
+            max_minutes=tcfg.get("max_minutes"),
+        )
+        stages.append(stage)
         model_ref = str(run_dir)
     if not zero_shot:
         trained[mname] = {
@@ -563,8 +615,26 @@ def _predict_stages(
         argv += _options_to_argv(opts)
         marker = workdir / "stages" / f"predict-{mname}-{split}.json"
         stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
+        if pcfg.get("backend", "hf") == "hf":  # API and vLLM rates are not this machine's
+            groups = _limited(plan.groups.get(split, []), pcfg.get("per_size"), pcfg.get("limit"))
+            stage.estimate_s = bounds.predict_seconds(groups, entry["input"], entry["cot"])
         stages.append(stage)
     return stages
+
+
+def _limited(groups: list[tuple[int, int]], per_size: int | None, limit: int | None) -> list[tuple[int, int]]:
+    """The ``(size, count)`` groups a stage reads: at most ``per_size`` maps per size, ``limit`` in all."""
+    counts: dict[int, int] = {}
+    for n, c in groups:
+        counts[n] = counts.get(n, 0) + c
+    out = [(n, min(c, per_size) if per_size else c) for n, c in counts.items()]
+    if limit:
+        left, capped = limit, []
+        for n, c in out:
+            capped.append((n, min(c, left)))
+            left -= capped[-1][1]
+        out = capped
+    return out
 
 
 def _plan_report(
@@ -603,6 +673,11 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         f"{counts.get('predict', 0)} prediction runs; {len(todo)} of {len(study.stages)} stages to do",
         file=out,
     )
+    print(study.estimate(todo), file=out)
+    over = study.over_budget(todo)
+    if over:
+        print(f"lakeshift run: {over}", file=out)
+        return 2
     for s in study.stages:
         state = "cached" if s not in todo else "todo"
         stale = s in todo and s.recorded_key() is not None and s.recorded_code() != code_identity()

@@ -34,6 +34,10 @@ training and generation agree. Grids written by the grid CoTs and table/desc inp
 untrained embeddings, like the coordinate tokens themselves: this helps reading maps, not size
 generalization by itself.
 
+``cell_shift`` (a config field, off by default): in training, every row and column index of a sequence
+moves by one random offset (:func:`shifted`) so that small maps train every embedding up to row and column
+30 as a relative position; at test time nothing moves. For size generalization (RESULTS.md, "OOD").
+
 The model is Qwen2 with this embedding (``model_type`` ``lakeshift_cells``), registered with transformers'
 Auto classes by :func:`register` so checkpoints save and load like any other.
 """
@@ -139,6 +143,17 @@ def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], l
     return rows, cols
 
 
+def shifted(index: Any) -> Any:
+    """``index`` (a batch of row or column indices, 0 = none) moved by a random offset per sequence, so that
+    the largest stays below :data:`MAX_CELL`: training on small maps then trains every row and column
+    embedding, as a relative position (random position offsets, Cho et al. 2024)."""
+    import torch
+
+    room = (MAX_CELL - 1 - index.max(dim=1, keepdim=True).values).clamp(min=0)
+    offset = (torch.rand(room.shape, device=index.device) * (room + 1)).floor().long()
+    return torch.where(index > 0, index + offset, index)
+
+
 def config_walks(config: Any) -> bool:
     """Whether a cells model's move tokens get the cell their walk reaches (``cell_moves`` in its config)."""
     return bool(getattr(config, "cell_moves", None))
@@ -168,6 +183,7 @@ def register() -> tuple[type, type]:
             cell_newline: int = -1,
             cell_moves: dict[str, list[int]] | None = None,
             cell_start: list[int] | None = None,
+            cell_shift: bool = False,
             **kwargs: Any,
         ) -> None:
             self.cell_coords = cell_coords or {}
@@ -176,6 +192,7 @@ def register() -> tuple[type, type]:
             self.cell_newline = cell_newline
             self.cell_moves = cell_moves or {}
             self.cell_start = cell_start or []
+            self.cell_shift = cell_shift
             super().__init__(**kwargs)
 
     class CellEmbedding(nn.Embedding):
@@ -186,6 +203,7 @@ def register() -> tuple[type, type]:
             self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.tables = lookup_tables(vars(config))
+            self.shift = bool(config.cell_shift)
 
         def positions(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             pairs = [cell_positions(seq, self.tables) for seq in input_ids.tolist()]
@@ -197,6 +215,8 @@ def register() -> tuple[type, type]:
             self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, torch.Tensor] | None = None
         ) -> torch.Tensor:
             rows, cols = self.positions(input_ids) if cells is None else cells
+            if self.shift and self.training:
+                rows, cols = shifted(rows), shifted(cols)
             return super().forward(input_ids) + self.row(rows) + self.col(cols)
 
     class CellsForCausalLM(Qwen2ForCausalLM):
