@@ -251,6 +251,19 @@ def answer_chars(n: int, input_format: str, cot: str) -> float:
     return max(record_bytes(n, [input_format], [cot]) - record_bytes(n, [input_format], ["none"]), 0.0) + 60
 
 
+@lru_cache(maxsize=256)
+def conversation_chars(n: int, input_format: str, cot: str, prompt: str) -> float:
+    """Characters of one ``n x n`` training conversation: the SFT record with the ``mirage`` prompt, or the
+    map's rendering and the completion alone with ``map-only`` (lakeshift.models.data)."""
+    if prompt != "map-only" or input_format == "image":
+        return record_bytes(n, [input_format], [cot])
+    from lakeshift import formats, traces
+    from lakeshift.records import map_of
+
+    m = map_of(_calibration_record(n))
+    return len(formats.render(m, input_format)) + len(traces.completion(m, m.optimal_path(), cot)) + 40
+
+
 def train_seconds(
     groups: Sequence[tuple[int, int]],
     input_format: str,
@@ -259,6 +272,7 @@ def train_seconds(
     *,
     epochs: float | None,
     max_minutes: float | None,
+    prompt: str = "mirage",
 ) -> float | None:
     """Estimated seconds of one training run over the maps ``groups`` (``(size, count)``): the time budget
     if it ends the run first, else epochs of tokens at the model's measured rate; ``None``: unknown."""
@@ -266,7 +280,7 @@ def train_seconds(
     rate = TRAIN_TOKENS_PER_S.get(model)
     by_epochs = None
     if rate and epochs:
-        chars = sum(c * record_bytes(n, [input_format], [cot]) for n, c in groups)
+        chars = sum(c * conversation_chars(n, input_format, cot, prompt) for n, c in groups)
         by_epochs = epochs * chars / CHARS_PER_TOKEN / rate
     known = [s for s in (budget, by_epochs) if s is not None]
     return STAGE_OVERHEAD_S + min(known) if known else None

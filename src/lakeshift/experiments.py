@@ -559,6 +559,7 @@ def _plan_model(
             str(model_spec["model"]),
             epochs=tcfg.get("epochs"),
             max_minutes=tcfg.get("max_minutes"),
+            prompt=tcfg.get("prompt", "mirage"),
         )
         stages.append(stage)
         model_ref = str(run_dir)
