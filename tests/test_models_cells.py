@@ -225,3 +225,25 @@ def test_random_shifts_reach_the_largest_rows() -> None:
     index = torch.tensor([[1, 2, 3, 0, 6]] * 400)
     reached = set(shifted(index).flatten().tolist())
     assert reached == set(range(MAX_CELL))  # every row embedding 1..30 trains (and 0 stays "none")
+
+
+@given(
+    random_maps(max_size=8, hole_probs=(0.25,)),
+    st.sampled_from(["none", "coords", "grid", "desc"]),
+    st.data(),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer, m, cot, data) -> None:
+    from lakeshift.models.cells import CellWalker
+
+    tables = lookup_tables(cell_tables(tokenizer, moves=True))
+    user = formats.render(m, data.draw(st.sampled_from(["grid", "desc"])))
+    text = user + "\n" + traces.completion(m, m.optimal_path(), cot)
+    ids = tokenizer.encode(text)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(ids) - 1), max_size=12)))) if len(ids) > 1 else []
+    walker, done = CellWalker(tables), 0
+    for end in [*cuts, len(ids)]:
+        rows, cols = walker.feed(ids[done:end])
+        full = cell_positions(ids[:end], tables)  # what generation's step would see of the whole prefix
+        assert (rows, cols) == (full[0][done:end], full[1][done:end])
+        done = end

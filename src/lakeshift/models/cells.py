@@ -26,13 +26,12 @@ its 54 failed id-test maps by walking into a hole: it knew where the goal was bu
 answer had reached. With the walk, 5 minutes of the same fine-tuning solve 0.70 of the maps instead of
 0.595 (RESULTS.md, "Base models and cell embeddings").
 
-A continuation step of generation never starts a grid, exactly as the completion's tokens after the first
-grid never get grid positions in training; a move's cell depends on the moves before it, so generation
-computes the positions of the whole sequence at every step (``prepare_inputs_for_generation``) and
-training and generation agree. Grids written by the grid CoTs and table/desc inputs get no cell positions
-(the desc input writes its coordinates as words). Rows and columns above the training sizes have
-untrained embeddings, like the coordinate tokens themselves: this helps reading maps, not size
-generalization by itself.
+A move's cell depends on the moves before it: generation feeds each step's tokens to a :class:`CellWalker`
+per sequence, which gives them what the whole sequence's rule gives them in training. Only the first grid
+of a sequence gets cell positions (with grid input, the prompt's map: the grids a grid CoT redraws get
+none); table and desc inputs get none (desc writes its coordinates as words). Rows and columns above the
+training sizes have untrained embeddings, like the coordinate tokens themselves: this helps reading maps,
+not size generalization by itself.
 
 ``cell_shift`` (a config field, off by default): in training, every row and column index of a sequence
 moves by one random offset (:func:`shifted`) so that small maps train every embedding up to row and column
@@ -44,6 +43,7 @@ Auto classes by :func:`register` so checkpoints save and load like any other.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 MAX_CELL = 31  # rows and columns 1..30 (MAX_MAP_SIZE); 0 = not a cell
@@ -101,46 +101,89 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
 def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], list[int]]:
     """Row and column index (0 = none) of every token of one sequence (see the module doc; ``tables`` from
     :func:`lookup_tables`)."""
-    coords, moves = tables["coords"], tables["moves"]
-    first, rest, newline = tables["first"], tables["rest"], tables["newline"]
+    walk = _Walk()
     rows, cols = [0] * len(ids), [0] * len(ids)
-    row = col = width = 0
-    start: tuple[int, int] | None = None
-    here = (0, 0)
-    walking = False  # the previous token was a move of an answer
-    state = "before"  # before the first grid, inside it, or after it
     for i, tok in enumerate(ids):
-        if tok in coords:
-            rows[i], cols[i] = coords[tok]
-            continue
-        if state == "done":
-            boxed = ids[i - 1] == tables["box"]
-            walking = tok in moves and start is not None and (walking or boxed)
-            if walking:
-                here = start if boxed else here
-                dr, dc = moves[tok]
-                here = (min(max(here[0] + dr, 1), row), min(max(here[1] + dc, 1), width))
-                rows[i], cols[i] = here
-            continue
-        starts_row = tok in first and i > 0 and ids[i - 1] == newline
-        if starts_row and (state == "inside" or _grid_follows(ids, i, rest)):
-            state, row, col = "inside", row + 1, 1
-        elif state == "inside" and tok in rest and col:
-            col += 1
-        elif state == "inside" and tok == newline:
-            col = 0
-            continue
-        elif state == "inside":
-            state = "done"
-            continue
-        else:
-            continue
-        if row < MAX_CELL and col < MAX_CELL:
-            rows[i], cols[i] = row, col
-            width = max(width, col)
-            if start is None and tok in tables["start"]:
-                start = (row, col)
+        rows[i], cols[i] = walk.step(tok, ids[i + 1] if i + 1 < len(ids) else None, tables)
     return rows, cols
+
+
+class CellWalker:
+    """:func:`cell_positions` fed a sequence piece by piece (generation: the prompt, then a token per step).
+
+    Each piece gets exactly what :func:`cell_positions` of the whole sequence so far gives it, in O(piece):
+    only the last token's reading waits for the token after it (does a grid start there?), so the walker
+    keeps its state before that token and reads it again with the next piece.
+    """
+
+    def __init__(self, tables: dict[str, Any]) -> None:
+        self.tables = tables
+        self._before_last = _Walk()
+        self._last: int | None = None
+
+    def feed(self, ids: list[int]) -> tuple[list[int], list[int]]:
+        seq = ([] if self._last is None else [self._last]) + list(ids)
+        walk = replace(self._before_last)
+        out: list[tuple[int, int]] = []
+        for i, tok in enumerate(seq):
+            if i == len(seq) - 1:
+                self._before_last = replace(walk)
+            out.append(walk.step(tok, seq[i + 1] if i + 1 < len(seq) else None, self.tables))
+        if seq:
+            self._last = seq[-1]
+        out = out[len(seq) - len(ids) :]
+        return [r for r, _ in out], [c for _, c in out]
+
+
+@dataclass
+class _Walk:
+    """The state of :func:`cell_positions` between two tokens."""
+
+    state: str = "before"  # before the first grid, inside it, or after it ("done")
+    row: int = 0
+    col: int = 0
+    width: int = 0
+    start: tuple[int, int] | None = None
+    here: tuple[int, int] = (0, 0)
+    walking: bool = False  # the previous token was a move of an answer
+    prev: int | None = None
+
+    def step(self, tok: int, following: int | None, tables: dict[str, Any]) -> tuple[int, int]:
+        """Reads ``tok`` (``following``: the next token if known) and returns its row and column."""
+        prev, self.prev = self.prev, tok
+        if tok in tables["coords"]:
+            self.walking = False
+            return tables["coords"][tok]
+        if self.state == "done":
+            moves = tables["moves"]
+            boxed = prev == tables["box"]
+            self.walking = tok in moves and self.start is not None and (self.walking or boxed)
+            if not self.walking:
+                return 0, 0
+            dr, dc = moves[tok]
+            r, c = self.start if boxed else self.here
+            self.here = (min(max(r + dr, 1), self.row), min(max(c + dc, 1), self.width))
+            return self.here
+        starts_row = tok in tables["first"] and prev == tables["newline"]
+        if starts_row and (self.state == "inside" or following in tables["rest"]):
+            # (a bare cell character starts a grid only when a spaced cell follows it: not a stray ".")
+            self.state, self.row, self.col = "inside", self.row + 1, 1
+        elif self.state == "inside" and tok in tables["rest"] and self.col:
+            self.col += 1
+        elif self.state == "inside" and tok == tables["newline"]:
+            self.col = 0
+            return 0, 0
+        elif self.state == "inside":
+            self.state = "done"
+            return 0, 0
+        else:
+            return 0, 0
+        if self.row >= MAX_CELL or self.col >= MAX_CELL:
+            return 0, 0
+        self.width = max(self.width, self.col)
+        if self.start is None and tok in tables["start"]:
+            self.start = (self.row, self.col)
+        return self.row, self.col
 
 
 def shifted(index: Any) -> Any:
@@ -157,11 +200,6 @@ def shifted(index: Any) -> Any:
 def config_walks(config: Any) -> bool:
     """Whether a cells model's move tokens get the cell their walk reaches (``cell_moves`` in its config)."""
     return bool(getattr(config, "cell_moves", None))
-
-
-def _grid_follows(ids: list[int], i: int, rest: set[int]) -> bool:
-    """A bare cell character starts a grid only when a spaced cell follows it (not a stray ``.``)."""
-    return i + 1 < len(ids) and ids[i + 1] in rest
 
 
 def register() -> tuple[type, type]:
@@ -225,14 +263,27 @@ def register() -> tuple[type, type]:
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config)
             self.model.embed_tokens = CellEmbedding(config)
+            self._walkers: list[CellWalker] = []
+            self._walked = 0
             self.post_init()
 
         def prepare_inputs_for_generation(self, input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             inputs = super().prepare_inputs_for_generation(input_ids, *args, **kwargs)
             step = inputs.get("input_ids")
             if config_walks(self.config) and step is not None:
-                # a move's cell depends on the moves before it: the sequence's positions, then the step's
-                rows, cols = self.model.embed_tokens.positions(input_ids)
+                # A move's cell depends on the moves before it: one walker per sequence reads each step's
+                # tokens after the earlier ones (a new batch, or any other length, starts afresh).
+                batch, total, new = input_ids.shape[0], input_ids.shape[1], step.shape[1]
+                walkers = self._walkers if len(self._walkers) == batch and self._walked == total - new else []
+                if not walkers:
+                    walkers = [CellWalker(self.model.embed_tokens.tables) for _ in range(batch)]
+                    new = total
+                pairs = [
+                    w.feed(x) for w, x in zip(walkers, input_ids[:, total - new :].tolist(), strict=True)
+                ]
+                self._walkers, self._walked = walkers, total
+                rows = torch.tensor([p[0] for p in pairs], device=input_ids.device)
+                cols = torch.tensor([p[1] for p in pairs], device=input_ids.device)
                 inputs["cells"] = (rows[:, -step.shape[1] :], cols[:, -step.shape[1] :])
             return inputs
 
