@@ -101,11 +101,7 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
 def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], list[int]]:
     """Row and column index (0 = none) of every token of one sequence (see the module doc; ``tables`` from
     :func:`lookup_tables`)."""
-    walk = _Walk()
-    rows, cols = [0] * len(ids), [0] * len(ids)
-    for i, tok in enumerate(ids):
-        rows[i], cols[i] = walk.step(tok, ids[i + 1] if i + 1 < len(ids) else None, tables)
-    return rows, cols
+    return CellWalker(tables).feed(ids)
 
 
 class CellWalker:
