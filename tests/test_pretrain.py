@@ -141,6 +141,11 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format() -> N
     assert provenance["corpus"] == json.loads(json.dumps(config.corpus_key()))
     assert provenance["hparams"]["batch_size"] == config.train["batch_size"]
     tokenizer = load_tokenizer(folder)
+    # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets
+    from lakeshift.models.cells import cell_tables
+
+    shipped = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    assert {k: shipped[k] for k in cell_tables(tokenizer, moves=True)} == cell_tables(tokenizer, moves=True)
     m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])
     record = {"id": "big", "rows": m.rows, "optimal_path": m.optimal_path()}
     records = sft_records(record, "test", ("grid", "table", "desc"), ("none", "coords", "grid+desc"))
