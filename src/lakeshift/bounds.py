@@ -1,4 +1,5 @@
-"""Resource bounds for ``lakeshift generate``, estimated from sizes, counts and formats before any work.
+"""Resource bounds for ``lakeshift generate``, estimated from sizes, counts and formats before any work, and
+the time of a study's training and prediction stages for ``lakeshift run`` (its ``budget_minutes``).
 
 Why: SFT files grow fast with the map size. A ``grid`` CoT writes the whole map after every move, so one
 ``n x n`` record holds about ``2n`` maps of ``n^2`` characters (``n^3``); at ``n = 1000`` one record is
