@@ -207,6 +207,13 @@ def register() -> tuple[type, type]:
     from torch import nn
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+    def stacked(pairs: list[tuple[list[int], list[int]]], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-sequence ``(rows, cols)`` as two batch tensors."""
+        return (
+            torch.tensor([p[0] for p in pairs], device=device),
+            torch.tensor([p[1] for p in pairs], device=device),
+        )
+
     class CellsConfig(Qwen2Config):
         model_type = MODEL_TYPE
 
@@ -241,10 +248,7 @@ def register() -> tuple[type, type]:
             self.shift = bool(config.cell_shift)
 
         def positions(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            pairs = [cell_positions(seq, self.tables) for seq in input_ids.tolist()]
-            rows = torch.tensor([p[0] for p in pairs], device=input_ids.device)
-            cols = torch.tensor([p[1] for p in pairs], device=input_ids.device)
-            return rows, cols
+            return stacked([cell_positions(seq, self.tables) for seq in input_ids.tolist()], input_ids.device)
 
         def forward(
             self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -279,8 +283,7 @@ def register() -> tuple[type, type]:
                     w.feed(x) for w, x in zip(walkers, input_ids[:, total - new :].tolist(), strict=True)
                 ]
                 self._walkers, self._walked = walkers, total
-                rows = torch.tensor([p[0] for p in pairs], device=input_ids.device)
-                cols = torch.tensor([p[1] for p in pairs], device=input_ids.device)
+                rows, cols = stacked(pairs, input_ids.device)
                 inputs["cells"] = (rows[:, -step.shape[1] :], cols[:, -step.shape[1] :])
             return inputs
 
