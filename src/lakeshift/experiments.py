@@ -530,8 +530,10 @@ def _plan_model(
         argv += ["--cot", entry["cot"], "--model", str(init["run_dir"]), "--out", str(run_dir)]
         argv += _options_to_argv(tcfg)
         stage = Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
-        minutes = tcfg.get("max_minutes")
-        stage.estimate_s = bounds.STAGE_OVERHEAD_S + minutes * 60 if minutes else None
+        # GRPO's rate is not measured: only its time budget counts
+        stage.estimate_s = bounds.train_seconds(
+            [], entry["input"], entry["cot"], "", epochs=None, max_minutes=tcfg.get("max_minutes")
+        )
         stages.append(stage)
         model_ref = str(run_dir)
     else:
