@@ -247,3 +247,22 @@ def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer
         full = cell_positions(ids[:end], tables)  # what generation's step would see of the whole prefix
         assert (rows, cols) == (full[0][done:end], full[1][done:end])
         done = end
+
+
+def test_the_shift_size_moves_cells_in_training_only() -> None:
+    """``mini-cells-shift`` is mini-cells with ``cell_shift``: two training passes over the same sequence
+    differ (each draws its own offsets), two evaluation passes do not, and plain mini-cells never shifts."""
+    import torch
+
+    from lakeshift.models.registry import build_named
+
+    for name, shifts in (("mini-cells-shift", True), ("mini-cells", False)):
+        torch.manual_seed(0)
+        model, tokenizer = build_named(name, [])
+        assert model.config.cell_shift is shifts
+        ids = torch.tensor([tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:\\boxed{RIGHT, DOWN}")])
+        model.train()
+        first, second = (model(ids).logits for _ in range(2))
+        assert (not torch.allclose(first, second)) is shifts
+        model.eval()
+        assert torch.equal(model(ids).logits, model(ids).logits)

@@ -232,7 +232,12 @@ def suite_sizes(specs: Sequence, imported_counts: dict[str, int] | None = None) 
 #: Measured on this 2-core machine (2026-12-01, fp32, structured tokenizer, batch 32, load 1-2): training
 #: tokens per second by ``--model`` (benchmarks/README.md, "Learning"; the progress bar's tok/s). Models
 #: without a measured rate get no estimate.
-TRAIN_TOKENS_PER_S: dict[str, float] = {"mini": 6000.0, "mini-cells": 6000.0, "mini-cells-base": 6000.0}
+TRAIN_TOKENS_PER_S: dict[str, float] = {
+    "mini": 6000.0,
+    "mini-cells": 6000.0,
+    "mini-cells-shift": 6000.0,
+    "mini-cells-base": 6000.0,
+}
 #: Measured: batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding
 #: steps per second; bench_predict.py). A batch lasts as long as its longest answer.
 GENERATE_STEPS_PER_S = 59.0

@@ -25,7 +25,8 @@ INPUTS = ("image", "desc", "table", "grid")
 COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")  # = traces.COT_FORMATS
 NAMED = (
     "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
-    "tiny-cells (the same with row/column embeddings for map cells), tiny-vl (random Qwen2.5-VL), "
+    "tiny-cells (the same with row/column embeddings for map cells), mini-cells-shift (mini-cells whose "
+    "rows and columns move by a random offset per training sequence), tiny-vl (random Qwen2.5-VL), "
     "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks)"
 )
 PROMPT_HELP = (

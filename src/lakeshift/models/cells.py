@@ -33,10 +33,11 @@ none); table and desc inputs get none (desc writes its coordinates as words). Ro
 training sizes have untrained embeddings, like the coordinate tokens themselves: this helps reading maps,
 not size generalization by itself.
 
-``cell_shift`` (a config field, off by default): in training, every row and column index of a sequence
-moves by one random offset (:func:`shifted`) so that small maps train every embedding up to row and column
-30 as a relative position; at test time nothing moves. Measured: switched on only for fine-tuning a base
-pretrained without it, it hurts (5 minutes: 0.28 ID, 0 ood-dist; RESULTS.md, "Out-of-distribution").
+``cell_shift`` (a config field, off by default; on in the named size ``mini-cells-shift``): in training,
+every row and column index of a sequence moves by one random offset (:func:`shifted`) so that small maps
+train every embedding up to row and column 30 as a relative position; at test time nothing moves.
+Measured: switched on only for fine-tuning a base pretrained without it, it hurts (5 minutes: 0.28 ID,
+0 ood-dist; RESULTS.md, "Out-of-distribution"); configs/base-mini-cells-shift.yaml pretrains with it.
 
 The model is Qwen2 with this embedding (``model_type`` ``lakeshift_cells``), registered with transformers'
 Auto classes by :func:`register` so checkpoints save and load like any other.

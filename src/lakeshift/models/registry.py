@@ -37,7 +37,14 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
 }
 TINY_VL = "tiny-vl"
 #: Named sizes with row and column embeddings for map cells (:mod:`lakeshift.models.cells`): name -> shape.
-CELL_SIZES: dict[str, str] = {"micro-cells": "micro", "mini-cells": "mini", "tiny-cells": "tiny"}
+CELL_SIZES: dict[str, str] = {
+    "micro-cells": "micro",
+    "mini-cells": "mini",
+    "tiny-cells": "tiny",
+    "mini-cells-shift": "mini",
+}
+#: Cell sizes that train with ``cell_shift`` (random row/column offsets per sequence; lakeshift.models.cells).
+SHIFTED_CELL_SIZES = frozenset({"mini-cells-shift"})
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
 BASE_MODELS: dict[str, str] = {"mini-cells-base": "configs/base-mini-cells.yaml"}
@@ -231,7 +238,7 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
         if tokenizer_kind != "structured":
             raise LakeshiftError(f"--model {name}: cell positions need --tokenizer structured")
         config_class, model_class = cells.register()
-        extra = cells.cell_tables(tokenizer, moves=True)
+        extra = {**cells.cell_tables(tokenizer, moves=True), "cell_shift": name in SHIFTED_CELL_SIZES}
     config = config_class(
         **extra,
         vocab_size=len(tokenizer),
