@@ -442,54 +442,16 @@ def build_suite(
     out = Path(out)
     specs = list(specs)
     check_suite(specs)
-    for f in input_formats:
-        if f not in INPUT_FORMATS:
-            raise LakeshiftError(f"unknown input format {f!r} (expected one of {', '.join(INPUT_FORMATS)})")
-    for c in cot_formats:
-        if c not in COT_FORMATS:
-            raise LakeshiftError(f"unknown CoT format {c!r} (expected one of {', '.join(COT_FORMATS)})")
+    _check_formats(input_formats, cot_formats)
     inputs = [f for f in input_formats if images or f != "image"]
     names = [s.name for s in specs]
-
-    imported: dict[str, tuple[list[dict], dict]] = {}
-    if id_source is not None:
-        missing = [n for n in ID_SPLITS if n not in names]
-        if missing:
-            raise LakeshiftError(
-                f"--id-source needs splits {', '.join(ID_SPLITS)} in the suite; missing {missing}"
-            )
-        for name in ID_SPLITS:
-            imported[name] = import_official(id_source, name)
-
-    # Split configs and hashes (dependencies first, so their hashes feed the dependants').
-    hashes: dict[str, str] = {}
-    configs: dict[str, dict] = {}
-    for spec in specs:
-        deps = [*spec.exclude, *([spec.embed_source] if spec.embed_source else [])]
-        cfg = {
-            "split": spec.name,
-            "spec": spec.to_dict(),
-            "seed": seed,
-            "generator_version": GENERATOR_VERSION,
-            "rules": RULES_VERSION,
-            "lakeshift_version": __version__,
-            "images": images,
-            "input_formats": inputs,
-            "cot_formats": list(cot_formats),
-            "prompt_variant": "train" if spec.train else "test",
-            "depends_on": {d: hashes[d] for d in deps},
-        }
-        if spec.name in imported:
-            rep = imported[spec.name][1]
-            cfg["imported_from"] = {"file": Path(rep["file"]).name, "sha256": rep["sha256"]}
-            cfg["spec"] = {"name": spec.name, "train": spec.train, "imported": True}
-        configs[spec.name] = cfg
-        hashes[spec.name] = _canonical_hash(cfg)
+    imported = _import_id_splits(id_source, names) if id_source is not None else {}
+    common = {"seed": seed, "images": images, "input_formats": inputs, "cot_formats": list(cot_formats)}
+    configs, hashes = _split_configs(specs, imported, common)
     suite_cfg = {"suite": suite_name, "splits": [[n, hashes[n]] for n in names]}
     suite_hash = _canonical_hash(suite_cfg)
     result = SuiteResult(out, suite_hash, up_to_date=False)
 
-    # Refuse to mix configs unless forced; find what is already done.
     old_suite = _read_json(out / SUITE_FILE)
     if old_suite is not None and old_suite.get("hash") != suite_hash and not force:
         raise LakeshiftError(
@@ -497,17 +459,7 @@ def build_suite(
             f"hash {str(old_suite.get('hash'))[:12]}; "
             f"this config: {suite_hash[:12]}); use --force to overwrite or choose another --out"
         )
-    done: dict[str, bool] = {}
-    for n in names:
-        d = out / n
-        meta = _read_json(d / SPLIT_FILE)
-        if meta is not None and meta.get("hash") == hashes[n] and (d / "maps.jsonl").is_file():
-            done[n] = True
-        elif d.exists() and not force:
-            what = "a different config" if meta is not None else "files that are not a finished split"
-            raise LakeshiftError(f"{d} holds {what}; use --force to overwrite or choose another --out")
-        else:
-            done[n] = False
+    done = _finished_splits(out, hashes, force)
     if all(done.values()) and old_suite is not None and old_suite.get("hash") == suite_hash:
         say(f"{out}: up to date (suite {suite_name}, hash {suite_hash[:12]}); nothing to do")
         result.up_to_date = True
@@ -517,14 +469,11 @@ def build_suite(
     out.mkdir(parents=True, exist_ok=True)
     if force and old_suite is not None and old_suite.get("hash") != suite_hash:
         (out / SUITE_FILE).unlink(missing_ok=True)
-    todo_total = 0
-    for spec in specs:
-        if not done[spec.name]:
-            todo_total += (
-                len(imported[spec.name][0])
-                if spec.name in imported
-                else _expected_count(spec, specs, imported)
-            )
+    todo_total = sum(
+        len(imported[spec.name][0]) if spec.name in imported else _expected_count(spec, specs, imported)
+        for spec in specs
+        if not done[spec.name]
+    )
     records_by_split: dict[str, list[dict]] = {}
     # The generated maps of each split without their augmented copies (what an embedded split embeds).
     base_by_split: dict[str, list[dict]] = {}
@@ -537,34 +486,26 @@ def build_suite(
                 records_by_split[name] = load_maps(out / name)
                 base_by_split[name] = [r for r in records_by_split[name] if augment.is_original(r)]
                 result.skipped.append(name)
-                result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
-                continue
-            bar.set_description(name)
-            # An augmented training split's records include every kept transform of its maps, so a map and
-            # its transforms count as one map here: no test map equals any of them.
-            forbidden = {rows_key(r) for dep in spec.exclude for r in records_by_split[dep]}
-            report: dict[str, Any] = {}
-            if name in imported:
-                recs, imp_report = imported[name]
-                report["imported"] = imp_report
-                report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
             else:
-                sources = base_by_split[spec.embed_source] if spec.embed_source else None
-                recs, stats = generate_split(
-                    spec, seed, workers=workers, forbidden=forbidden, sources=sources
+                bar.set_description(name)
+                base, recs, report = _make_split(
+                    spec, seed, imported, records_by_split, base_by_split, workers, pool
                 )
-                report["generation"] = _stats_dict(stats)
-                report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
-            base_by_split[name] = recs
-            if spec.augment:
-                recs, report["augmentation"] = augment.augment_split(
-                    recs, name, seed, augment.parse_augment(spec.augment), pool
+                base_by_split[name], records_by_split[name] = base, recs
+                _write_split(
+                    out,
+                    spec,
+                    recs,
+                    configs[name],
+                    hashes[name],
+                    report,
+                    inputs,
+                    cot_formats,
+                    images,
+                    pool,
+                    bar,
                 )
-            records_by_split[name] = recs
-            _write_split(
-                out, spec, recs, configs[name], hashes[name], report, inputs, cot_formats, images, pool, bar
-            )
-            result.written.append(name)
+                result.written.append(name)
             result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
     finally:
         bar.close()
@@ -580,6 +521,98 @@ def build_suite(
             + "\n"
         )
     return result
+
+
+def _check_formats(input_formats: Sequence[str], cot_formats: Sequence[str]) -> None:
+    for f in input_formats:
+        if f not in INPUT_FORMATS:
+            raise LakeshiftError(f"unknown input format {f!r} (expected one of {', '.join(INPUT_FORMATS)})")
+    for c in cot_formats:
+        if c not in COT_FORMATS:
+            raise LakeshiftError(f"unknown CoT format {c!r} (expected one of {', '.join(COT_FORMATS)})")
+
+
+def _import_id_splits(id_source: str | Path, names: Sequence[str]) -> dict[str, tuple[list[dict], dict]]:
+    """``--id-source``: the official id-train / id-test maps, with each file's import report."""
+    missing = [n for n in ID_SPLITS if n not in names]
+    if missing:
+        raise LakeshiftError(
+            f"--id-source needs splits {', '.join(ID_SPLITS)} in the suite; missing {missing}"
+        )
+    return {name: import_official(id_source, name) for name in ID_SPLITS}
+
+
+def _split_configs(
+    specs: Sequence[SplitSpec], imported: Mapping[str, tuple[list[dict], dict]], common: dict[str, Any]
+) -> tuple[dict[str, dict], dict[str, str]]:
+    """Each split's config and its hash; dependencies come first, so their hashes feed the dependants'."""
+    hashes: dict[str, str] = {}
+    configs: dict[str, dict] = {}
+    for spec in specs:
+        deps = [*spec.exclude, *([spec.embed_source] if spec.embed_source else [])]
+        cfg = {
+            "split": spec.name,
+            "spec": spec.to_dict(),
+            "seed": common["seed"],
+            "generator_version": GENERATOR_VERSION,
+            "rules": RULES_VERSION,
+            "lakeshift_version": __version__,
+            "images": common["images"],
+            "input_formats": common["input_formats"],
+            "cot_formats": common["cot_formats"],
+            "prompt_variant": "train" if spec.train else "test",
+            "depends_on": {d: hashes[d] for d in deps},
+        }
+        if spec.name in imported:
+            rep = imported[spec.name][1]
+            cfg["imported_from"] = {"file": Path(rep["file"]).name, "sha256": rep["sha256"]}
+            cfg["spec"] = {"name": spec.name, "train": spec.train, "imported": True}
+        configs[spec.name] = cfg
+        hashes[spec.name] = _canonical_hash(cfg)
+    return configs, hashes
+
+
+def _finished_splits(out: Path, hashes: Mapping[str, str], force: bool) -> dict[str, bool]:
+    """Which splits ``out`` already holds with this config; a folder holding anything else is an error
+    unless ``force``."""
+    done: dict[str, bool] = {}
+    for name, digest in hashes.items():
+        folder = out / name
+        meta = _read_json(folder / SPLIT_FILE)
+        done[name] = meta is not None and meta.get("hash") == digest and (folder / "maps.jsonl").is_file()
+        if not done[name] and folder.exists() and not force:
+            what = "a different config" if meta is not None else "files that are not a finished split"
+            raise LakeshiftError(f"{folder} holds {what}; use --force to overwrite or choose another --out")
+    return done
+
+
+def _make_split(
+    spec: SplitSpec,
+    seed: int,
+    imported: Mapping[str, tuple[list[dict], dict]],
+    records_by_split: Mapping[str, list[dict]],
+    base_by_split: Mapping[str, list[dict]],
+    workers: int,
+    pool: Any,
+) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """Generates (or imports) one split: ``(maps before augmentation, records, report)``."""
+    # An augmented training split's records include every kept transform of its maps, so a map and its
+    # transforms count as one map here: no test map equals any of them.
+    forbidden = {rows_key(r) for dep in spec.exclude for r in records_by_split[dep]}
+    report: dict[str, Any] = {}
+    if spec.name in imported:
+        recs, report["imported"] = imported[spec.name]
+    else:
+        sources = base_by_split[spec.embed_source] if spec.embed_source else None
+        recs, stats = generate_split(spec, seed, workers=workers, forbidden=forbidden, sources=sources)
+        report["generation"] = _stats_dict(stats)
+    report["identical_to_train"] = sum(rows_key(r) in forbidden for r in recs)
+    base = recs
+    if spec.augment:
+        recs, report["augmentation"] = augment.augment_split(
+            recs, spec.name, seed, augment.parse_augment(spec.augment), pool
+        )
+    return base, recs, report
 
 
 def _expected_count(spec: SplitSpec, specs: Sequence[SplitSpec], imported: Mapping[str, Any]) -> int:
