@@ -450,10 +450,6 @@ def _plan_model(
     trained: dict[str, dict[str, Any]],
 ) -> list[Stage]:
     """The training stage (none for zero-shot models) and prediction stages of ``models[i]``."""
-    dcfg, data_dir, split_names, gen_key = plan.dcfg, plan.data_dir, plan.split_names, plan.gen_key
-    images = plan.images
-    stage_dir = workdir / "stages"
-    stages: list[Stage] = []
     where = f"models[{i}]"
     if not isinstance(entry, Mapping):
         raise cfg.error(where, "expected a mapping with at least 'input' and 'cot'")
@@ -461,6 +457,51 @@ def _plan_model(
     init = _grpo_init(cfg, entry, where, trained)
     if init is not None:  # a GRPO entry continues its init's formats
         entry = {"input": init["input"], "cot": init["cot"], **entry}
+    _check_formats_of(cfg, entry, where, plan)
+    zero_shot = bool(entry.get("zero_shot", False))
+    mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + ("__zero-shot" if zero_shot else "")
+    if init is not None:
+        # Named after its init, so the report's rows sort SFT, then SFT+GRPO, side by side.
+        mname = entry.get("name") or f"{entry['init']}+grpo"
+    if mname in seen_names:
+        raise cfg.error(
+            f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
+        )
+    seen_names.add(mname)
+    tcfg = _train_config(cfg, entry, where, init, train_defaults)
+    if not zero_shot and tcfg.get("split", "id-train") not in plan.split_names:
+        raise cfg.error(
+            f"{where}.train.split",
+            f"training split {tcfg.get('split', 'id-train')!r} is not in the data (has {plan.split_names})",
+        )
+    pcfg = {**predict_defaults, **(entry.get("predict") or {})}
+    _check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
+    for key in ("backend", "base_url"):
+        if entry.get(key):
+            pcfg[key] = entry[key]
+    backend = pcfg.get("backend", "hf")
+    if backend not in ("hf", "vllm", "openai"):
+        raise cfg.error(f"{where}.backend", f"unknown backend {backend!r} (known: hf, vllm, openai)")
+
+    if zero_shot:
+        if not entry.get("model"):
+            raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
+        model_ref, model_key = entry["model"], _hash({"zero_shot": entry["model"], "backend": backend})
+        stages = []
+    else:
+        stage = _train_stage(entry, mname, tcfg, init, plan, workdir)
+        model_ref, model_key, stages = str(stage.outputs[0]), stage.key, [stage]
+        trained[mname] = {
+            "key": model_key,
+            "run_dir": stage.outputs[0],
+            "input": entry["input"],
+            "cot": entry["cot"],
+        }
+    return stages + _predict_stages(cfg, where, entry, mname, model_ref, model_key, pcfg, plan, workdir)
+
+
+def _check_formats_of(cfg: SourcedConfig, entry: Mapping[str, Any], where: str, plan: _DataPlan) -> None:
+    """A model entry's input and CoT formats exist and are among those its data writes."""
     for required in ("input", "cot"):
         if required not in entry:
             raise cfg.error(where, f"missing key {required!r}")
@@ -473,107 +514,78 @@ def _plan_model(
         raise cfg.error(
             f"{where}.cot", f"unknown CoT format {entry['cot']!r} (known: {', '.join(COT_FORMATS)})"
         )
-    if entry["input"] == "image" and not images:
+    if entry["input"] == "image" and not plan.images:
         raise cfg.error(f"{where}.input", "image input needs images: set data.images: true")
     for key, field_name in (("inputs", "input"), ("cots", "cot")):
-        if dcfg.get(key) and entry[field_name] not in dcfg[key]:
+        if plan.dcfg.get(key) and entry[field_name] not in plan.dcfg[key]:
             raise cfg.error(
                 f"{where}.{field_name}",
-                f"{entry[field_name]!r} is not among the formats the data writes (data.{key}: {dcfg[key]})",
+                f"{entry[field_name]!r} is not among the formats the data writes "
+                f"(data.{key}: {plan.dcfg[key]})",
             )
-    zero_shot = bool(entry.get("zero_shot", False))
-    mname = entry.get("name") or f"{entry['input']}__{entry['cot']}" + ("__zero-shot" if zero_shot else "")
-    if init is not None:
-        # Named after its init, so the report's rows sort SFT, then SFT+GRPO, side by side.
-        mname = entry.get("name") or f"{entry['init']}+grpo"
-    if mname in seen_names:
-        raise cfg.error(
-            f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
-        )
-    seen_names.add(mname)
+
+
+def _train_config(
+    cfg: SourcedConfig,
+    entry: Mapping[str, Any],
+    where: str,
+    init: dict[str, Any] | None,
+    train_defaults: dict[str, Any],
+) -> dict[str, Any]:
+    """The entry's training options over the study's defaults (a GRPO entry takes only split and seed)."""
+    own = entry.get("train") or {}
     if init is not None:
         tcfg = {k: train_defaults[k] for k in ("split", "seed") if k in train_defaults}
-        tcfg.update(entry.get("train") or {})
-        _check_keys(cfg, entry.get("train") or {}, GRPO_TRAIN_KEYS, f"{where}.train")
-        _check_grpo_train(cfg, entry.get("train") or {}, entry["cot"], f"{where}.train")
+        tcfg.update(own)
+        _check_keys(cfg, own, GRPO_TRAIN_KEYS, f"{where}.train")
+        _check_grpo_train(cfg, own, entry["cot"], f"{where}.train")
     else:
-        tcfg = {**train_defaults, **(entry.get("train") or {})}
-        _check_keys(cfg, entry.get("train") or {}, TRAIN_KEYS, f"{where}.train")
+        tcfg = {**train_defaults, **own}
+        _check_keys(cfg, own, TRAIN_KEYS, f"{where}.train")
     for key in ("lr", "weight_decay", "beta"):
         if key in tcfg:
             tcfg[key] = _number(cfg, tcfg[key], f"{where}.train.{key}")
-    tsplit = tcfg.get("split", "id-train")
-    if not zero_shot and tsplit not in split_names:
-        raise cfg.error(
-            f"{where}.train.split", f"training split {tsplit!r} is not in the data (has {split_names})"
-        )
-    pcfg = {**predict_defaults, **(entry.get("predict") or {})}
-    _check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
-    if entry.get("backend"):
-        pcfg["backend"] = entry["backend"]
-    if entry.get("base_url"):
-        pcfg["base_url"] = entry["base_url"]
-    backend = pcfg.get("backend", "hf")
-    if backend not in ("hf", "vllm", "openai"):
-        raise cfg.error(f"{where}.backend", f"unknown backend {backend!r} (known: hf, vllm, openai)")
+    return tcfg
 
-    if zero_shot:
-        if not entry.get("model"):
-            raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
-        model_ref = entry["model"]
-        model_key = _hash({"zero_shot": model_ref, "backend": backend})
-    elif init is not None:
+
+def _train_stage(
+    entry: Mapping[str, Any],
+    mname: str,
+    tcfg: dict[str, Any],
+    init: dict[str, Any] | None,
+    plan: _DataPlan,
+    workdir: Path,
+) -> Stage:
+    """The SFT stage of a model entry, or its GRPO stage when it continues another entry (``init``)."""
+    run_dir = workdir / "models" / mname
+    record = workdir / "stages" / f"train-{mname}.json"
+    formats = ["--input", entry["input"], "--cot", entry["cot"]]
+    if init is not None:
         # The init's key is part of this key: retraining the SFT model redoes its GRPO stage.
-        model_key = _hash({"grpo": init["key"], "data": gen_key, **tcfg})
-        run_dir = workdir / "models" / mname
-        argv = ["train", "--method", "grpo", "--data", str(data_dir), "--input", entry["input"]]
-        argv += ["--cot", entry["cot"], "--model", str(init["run_dir"]), "--out", str(run_dir)]
-        argv += _options_to_argv(tcfg)
-        stage = Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
+        key = _hash({"grpo": init["key"], "data": plan.gen_key, **tcfg})
+        argv = ["train", "--method", "grpo", "--data", str(plan.data_dir), *formats]
+        argv += ["--model", str(init["run_dir"]), "--out", str(run_dir), *_options_to_argv(tcfg)]
+        stage = Stage("train", mname, key, argv, record, [run_dir])
         # GRPO's rate is not measured: only its time budget counts
         stage.estimate_s = bounds.train_seconds(
             [], entry["input"], entry["cot"], "", epochs=None, max_minutes=tcfg.get("max_minutes")
         )
-        stages.append(stage)
-        model_ref = str(run_dir)
-    else:
-        model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
-        model_key = _hash({"data": gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
-        run_dir = workdir / "models" / mname
-        argv = [
-            "train",
-            "--data",
-            str(data_dir),
-            "--input",
-            entry["input"],
-            "--cot",
-            entry["cot"],
-            "--out",
-            str(run_dir),
-        ]
-        argv += _options_to_argv(model_spec)
-        stage = Stage("train", mname, model_key, argv, stage_dir / f"train-{mname}.json", [run_dir])
-        groups = _limited(plan.groups.get(tsplit, []), None, tcfg.get("limit"))
-        stage.estimate_s = bounds.train_seconds(
-            groups,
-            entry["input"],
-            entry["cot"],
-            str(model_spec["model"]),
-            epochs=tcfg.get("epochs"),
-            max_minutes=tcfg.get("max_minutes"),
-            prompt=tcfg.get("prompt", "mirage"),
-        )
-        stages.append(stage)
-        model_ref = str(run_dir)
-    if not zero_shot:
-        trained[mname] = {
-            "key": model_key,
-            "run_dir": run_dir,
-            "input": entry["input"],
-            "cot": entry["cot"],
-        }
-
-    return stages + _predict_stages(cfg, where, entry, mname, model_ref, model_key, pcfg, plan, workdir)
+        return stage
+    model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
+    key = _hash({"data": plan.gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
+    argv = ["train", "--data", str(plan.data_dir), *formats, "--out", str(run_dir)]
+    stage = Stage("train", mname, key, argv + _options_to_argv(model_spec), record, [run_dir])
+    groups = _limited(plan.groups.get(tcfg.get("split", "id-train"), []), None, tcfg.get("limit"))
+    stage.estimate_s = bounds.train_seconds(
+        groups,
+        entry["input"],
+        entry["cot"],
+        str(model_spec["model"]),
+        epochs=tcfg.get("epochs"),
+        max_minutes=tcfg.get("max_minutes"),
+        prompt=tcfg.get("prompt", "mirage"),
+    )
+    return stage
 
 
 def _predict_stages(
