@@ -85,6 +85,8 @@ def augment_slug(augment: str) -> str:
     return augment.replace("=", "").replace(",", "-")
 
 
+#: Base models the bench pretrains itself (into OUT/bases/<name>) before an arm fine-tunes them.
+LOCAL_BASES = {"mini-cells-shift-base": "configs/base-mini-cells-shift.yaml"}
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
 ARMS = [
@@ -109,6 +111,8 @@ ARMS = [
     ),
     # Several optimal paths per map (the split's tie-break is one arbitrary rule the model must learn).
     *(arm(i, c, "mini-cells-base", 5, "paths=4", batch_size=32, lr=3e-3) for i, c in CURVE_FORMATS),
+    # Issue 15: a base whose rows and columns move by a random offset per sequence (all 30 embeddings train).
+    *(arm("grid", "none", "mini-cells-shift-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
 ]
 
 
@@ -130,7 +134,8 @@ def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
     log = out / "runs" / f"{a['name']}.log"
     run.parent.mkdir(parents=True, exist_ok=True)
     argv = ["lakeshift", "train", "--data", str(data), "--input", a["input"], "--cot", a["cot"]]
-    argv += ["--model", a["model"], "--prompt", "map-only", "--max-minutes", str(a["minutes"])]
+    model = str(out / "bases" / a["model"]) if a["model"] in LOCAL_BASES else a["model"]
+    argv += ["--model", model, "--prompt", "map-only", "--max-minutes", str(a["minutes"])]
     argv += ["--epochs", "1000", "--out", str(run)]
     if a.get("augment"):
         argv[argv.index("--data") + 1] = str(out / f"data-{augment_slug(a['augment'])}")
@@ -273,6 +278,12 @@ def main() -> int:
         for split in SPLITS:  # the arms must be comparable: same test maps whatever the training data
             if (augmented / split / "maps.jsonl").read_bytes() != (data / split / "maps.jsonl").read_bytes():
                 raise SystemExit(f"{augmented / split}: test maps differ from {data / split}")
+    for base in sorted({a["model"] for a in arms} & set(LOCAL_BASES)):
+        folder = args.out / "bases" / base
+        if not (folder / "model").is_dir():
+            config = Path(__file__).resolve().parents[1] / LOCAL_BASES[base]
+            argv = ["lakeshift", "pretrain", str(config), "--out", str(folder)]
+            sh(argv + (["--resume"] if folder.exists() else []), args.out / f"pretrain-{base}.log")
     results = args.out / "results.jsonl"
     done = {json.loads(x)["arm"] for x in results.read_text().splitlines()} if results.is_file() else set()
     for a in arms:
