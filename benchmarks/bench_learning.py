@@ -86,7 +86,10 @@ def augment_slug(augment: str) -> str:
 
 
 #: Base models the bench pretrains itself (into OUT/bases/<name>) before an arm fine-tunes them.
-LOCAL_BASES = {"mini-cells-shift-base": "configs/base-mini-cells-shift.yaml"}
+LOCAL_BASES = {
+    "mini-cells-shift-base": "configs/base-mini-cells-shift.yaml",
+    "mini-cells-compose-base": "configs/base-mini-cells-compose.yaml",
+}
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
 ARMS = [
@@ -113,6 +116,8 @@ ARMS = [
     *(arm(i, c, "mini-cells-base", 5, "paths=4", batch_size=32, lr=3e-3) for i, c in CURVE_FORMATS),
     # Issue 15: a base whose rows and columns move by a random offset per sequence (all 30 embeddings train).
     *(arm("grid", "none", "mini-cells-shift-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
+    # ... and whose coordinate tokens are composed of trained row and column embeddings (the coords CoT).
+    *(arm("grid", "coords", "mini-cells-compose-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -108,7 +109,8 @@ def test_a_continuation_step_never_starts_a_grid(tokenizer) -> None:
 
 
 @pytest.mark.slow
-def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", ["micro-cells", "mini-cells-compose"])
+def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path, size: str) -> None:
     from tests.model_fixtures import generate_split
 
     data = tmp_path / "data"
@@ -119,7 +121,7 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path) -> None:
         "train",
         *common,
         "--model",
-        "micro-cells",
+        size,
         "--out",
         str(run),
         "--max-steps",
@@ -130,6 +132,7 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path) -> None:
     assert main(argv) == 0
     config = json.loads((run / "model" / "config.json").read_text())
     assert config["model_type"] == "lakeshift_cells" and config["cell_coords"] and config["cell_moves"]
+    assert bool(config.get("cell_coord_base")) is (size == "mini-cells-compose")
     preds = tmp_path / "p.jsonl"
     argv = [
         "predict",
@@ -266,3 +269,112 @@ def test_the_shift_size_moves_cells_in_training_only() -> None:
         assert (not torch.allclose(first, second)) is shifts
         model.eval()
         assert torch.equal(model(ids).logits, model(ids).logits)
+
+
+def _composed_model() -> tuple[Any, Any]:
+    import torch
+
+    from lakeshift.models.registry import build_named
+
+    torch.manual_seed(0)
+    return build_named("mini-cells-compose", [])
+
+
+def test_a_composed_coordinate_is_its_shared_vector_plus_its_row_and_column() -> None:
+    """``mini-cells-compose``: a coordinate token's input embedding and output vector are the shared vector
+    of its spacing plus the row and column embeddings of its cell, so (9,7), never seen in 3x3-6x6 text, is
+    made of trained parts; outside shifted training passes both sides use the same vectors."""
+    import torch
+
+    model, tokenizer = _composed_model()
+    model.eval()
+    emb = model.model.embed_tokens
+    vocab = tokenizer.get_vocab()
+    far, spaced, shared = vocab["(9,7)"], vocab[" (9,7)"], vocab["(1,1)"]
+    expected = emb.weight[shared] + emb.row.weight[9] + emb.col.weight[7]
+    ids = torch.tensor([[far]])
+    assert torch.allclose(emb(ids, (torch.tensor([[9]]), torch.tensor([[7]])))[0, 0], expected)
+    hidden = torch.randn(1, 1, emb.embedding_dim)
+    logits = model.lm_head(hidden)[0, 0]
+    assert torch.allclose(logits[far], hidden[0, 0] @ expected, atol=1e-5)
+    assert torch.allclose(
+        logits[spaced] - logits[far],
+        hidden[0, 0] @ (emb.weight[vocab[" (1,1)"]] - emb.weight[shared]),
+        atol=1e-5,
+    )
+    move = vocab["RIGHT"]  # any other token keeps its own (tied) vector
+    assert torch.allclose(logits[move], hidden[0, 0] @ emb.weight[move], atol=1e-5)
+
+
+def test_a_shifted_pass_moves_the_output_coordinates_with_the_input() -> None:
+    """In a shifted training pass each sequence's coordinate outputs move by that sequence's offset, so
+    the text (3,2) is scored with the same row and column embeddings its input copy was given."""
+    import torch
+
+    model, tokenizer = _composed_model()
+    model.train()
+    emb = model.model.embed_tokens
+    text = "Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:(1,1) (1,2) (2,2)"
+    ids = torch.tensor([tokenizer.encode(text)] * 3)
+    torch.manual_seed(3)
+    emb(ids)
+    dr, dc = emb._offsets
+    assert dr.tolist() != [0, 0, 0] or dc.tolist() != [0, 0, 0]
+    vectors = emb.coordinate_vectors()
+    target = emb.composed.index(tokenizer.get_vocab()["(3,2)"])
+    for b in range(3):
+        shared = emb.weight[tokenizer.get_vocab()["(1,1)"]]
+        moved = shared + emb.row.weight[3 + int(dr[b])] + emb.col.weight[2 + int(dc[b])]
+        assert torch.allclose(vectors[b, target], moved)
+    model.eval()
+    emb(ids)
+    assert emb._offsets is None and emb.coordinate_vectors().dim() == 2
+
+
+def test_a_composed_model_saves_loads_and_generates_what_one_pass_gives(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = _composed_model()
+    model.eval()
+    model.save_pretrained(tmp_path / "m")
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "m")
+    again.eval()
+    assert type(again.lm_head).__name__ == "ComposedHead"
+    assert again.lm_head.weight is again.model.embed_tokens.weight
+    prompt = tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:")
+    answer = tokenizer.encode("(1,1) (1,2) (2,2)")
+    ids = torch.tensor([prompt + answer])
+    with torch.no_grad():
+        assert torch.allclose(again(ids).logits, model(ids).logits, atol=1e-5)
+        full = again(ids).logits[0]
+    forced = iter(answer)
+    out = again.generate(
+        torch.tensor([prompt]),
+        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+        max_new_tokens=len(answer),
+        do_sample=False,
+        prefix_allowed_tokens_fn=lambda _batch, _ids: [next(forced)],
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=again.generation_config.pad_token_id,
+        eos_token_id=None,
+    )
+    for step, logits in enumerate(out.logits):
+        assert torch.allclose(logits[0], full[len(prompt) + step - 1], atol=1e-4), step
+
+
+def test_a_sequence_without_a_grid_is_not_shifted() -> None:
+    """A table or desc map names its cells in words: nothing would show a shifted sequence's offset, so
+    its coordinates keep their rows and columns (and a composed model's outputs with them)."""
+    import torch
+
+    model, tokenizer = _composed_model()
+    model.train()
+    emb = model.model.embed_tokens
+    text = "| | Col 1 | Col 2 |\n| Row 1 | _ | @ |\n| Row 2 | * | _ |\nWalk: LEFT\nstart (1,2) goal (2,1)"
+    ids = torch.tensor([tokenizer.encode(text)] * 8)
+    embedded = emb(ids)
+    assert emb._offsets[0].tolist() == [0] * 8 and emb._offsets[1].tolist() == [0] * 8
+    model.eval()
+    assert torch.allclose(embedded, emb(ids))

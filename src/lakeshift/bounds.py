@@ -236,6 +236,7 @@ TRAIN_TOKENS_PER_S: dict[str, float] = {
     "mini": 6000.0,
     "mini-cells": 6000.0,
     "mini-cells-shift": 6000.0,
+    "mini-cells-compose": 6000.0,
     "mini-cells-base": 6000.0,
 }
 #: Measured: batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding

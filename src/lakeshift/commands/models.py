@@ -26,7 +26,9 @@ COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "co
 NAMED = (
     "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
     "tiny-cells (the same with row/column embeddings for map cells), mini-cells-shift (mini-cells whose "
-    "rows and columns move by a random offset per training sequence), tiny-vl (random Qwen2.5-VL), "
+    "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
+    "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
+    "Qwen2.5-VL), "
     "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks)"
 )
 PROMPT_HELP = (

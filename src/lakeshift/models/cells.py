@@ -34,10 +34,20 @@ training sizes have untrained embeddings, like the coordinate tokens themselves:
 not size generalization by itself.
 
 ``cell_shift`` (a config field, off by default; on in the named size ``mini-cells-shift``): in training,
-every row and column index of a sequence moves by one random offset (:func:`shifted`) so that small maps
-train every embedding up to row and column 30 as a relative position; at test time nothing moves.
+every row and column index of a sequence with a grid moves by one random offset (:func:`shifted`) so that
+small maps train every embedding up to row and column 30 as a relative position; at test time nothing
+moves. (A sequence without a grid keeps its indices: nothing in it would show the offset.)
 Measured: switched on only for fine-tuning a base pretrained without it, it hurts (5 minutes: 0.28 ID,
 0 ood-dist; RESULTS.md, "Out-of-distribution"); configs/base-mini-cells-shift.yaml pretrains with it.
+
+Composed coordinate tokens (config field ``cell_coord_base``, from ``cell_tables(compose=True)``; the
+named size ``mini-cells-compose``, which also shifts): a coordinate token ``(r,c)`` is not a vector of its
+own but the shared vector of its spelling (the token ``(1,1)``, or `` (1,1)`` with its space) plus the
+embeddings of row ``r`` and column ``c``, on the input side and in the tied output layer
+(:class:`ComposedHead` scores it against the same sum, moved with its sequence in a shifted pass). Text
+from 3x3-6x6 maps never contains ``(7,1)``..``(10,10)``: as separate tokens they stay untrained and a
+model never writes them (RESULTS.md, "Learning curve and recipe probes"); composed, they are made of the
+row and column embeddings that shifted training trains up to 30.
 
 The model is Qwen2 with this embedding (``model_type`` ``lakeshift_cells``), registered with transformers'
 Auto classes by :func:`register` so checkpoints save and load like any other.
@@ -55,10 +65,12 @@ GRID_CELLS = ".PGX"
 _registered: dict[str, Any] = {}
 
 
-def cell_tables(tokenizer: Any, moves: bool = False) -> dict[str, Any]:
+def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> dict[str, Any]:
     """The token ids the rule needs, from a structured tokenizer: config fields of a cells model.
 
     ``moves``: also the move tokens (``cell_moves``), which then get the cell the walk reaches (module doc).
+    ``compose``: also ``cell_coord_base``, each coordinate token's shared token (``(1,1)`` or `` (1,1)``,
+    the same spacing), which makes its embedding and output vector composed (module doc).
     """
     from lakeshift.env import DELTAS
     from lakeshift.models.tokenizer import MAX_MAP_SIZE
@@ -71,12 +83,17 @@ def cell_tables(tokenizer: Any, moves: bool = False) -> dict[str, Any]:
         if moves and piece in vocab
     }
     coords: dict[str, list[int]] = {}
+    base: dict[str, int] = {}
     for r in range(1, MAX_MAP_SIZE + 1):
         for c in range(1, MAX_MAP_SIZE + 1):
-            for piece in (f"({r},{c})", f" ({r},{c})"):
+            for space in ("", " "):
+                piece = f"{space}({r},{c})"
                 if piece in vocab:
                     coords[str(vocab[piece])] = [r, c]
+                    base[str(vocab[piece])] = vocab[f"{space}(1,1)"]
+    composed = {"cell_coord_base": base} if compose else {}
     return {
+        **composed,
         "cell_coords": coords,
         "cell_first": sorted(vocab[s] for s in GRID_CELLS if s in vocab),
         "cell_rest": sorted(vocab[f"  {s}"] for s in GRID_CELLS if f"  {s}" in vocab),
@@ -227,6 +244,7 @@ def register() -> tuple[type, type]:
             cell_moves: dict[str, list[int]] | None = None,
             cell_start: list[int] | None = None,
             cell_shift: bool = False,
+            cell_coord_base: dict[str, int] | None = None,
             **kwargs: Any,
         ) -> None:
             self.cell_coords = cell_coords or {}
@@ -236,6 +254,7 @@ def register() -> tuple[type, type]:
             self.cell_moves = cell_moves or {}
             self.cell_start = cell_start or []
             self.cell_shift = cell_shift
+            self.cell_coord_base = cell_coord_base or {}
             super().__init__(**kwargs)
 
     class CellEmbedding(nn.Embedding):
@@ -247,6 +266,24 @@ def register() -> tuple[type, type]:
             self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.tables = lookup_tables(vars(config))
             self.shift = bool(config.cell_shift)
+            base = {int(k): v for k, v in (getattr(config, "cell_coord_base", None) or {}).items()}
+            self.composed = sorted(base)  # the coordinate tokens (token ids) whose vectors are composed
+            # (plain lists, made into tensors per device when used: checkpoints hold no extra buffers)
+            self._lists = {
+                "coordinates": sorted(self.tables["coords"]),
+                "tokens": self.composed,
+                "base": [base[t] for t in self.composed],
+                "rows": [self.tables["coords"][t][0] for t in self.composed],
+                "cols": [self.tables["coords"][t][1] for t in self.composed],
+            }
+            self._tensors: dict[tuple[str, str], torch.Tensor] = {}
+            self._offsets: tuple[torch.Tensor, torch.Tensor] | None = None
+
+        def index(self, name: str, device: Any) -> torch.Tensor:
+            key = (name, str(device))
+            if key not in self._tensors:
+                self._tensors[key] = torch.tensor(self._lists[name], dtype=torch.long, device=device)
+            return self._tensors[key]
 
         def positions(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return stacked([cell_positions(seq, self.tables) for seq in input_ids.tolist()], input_ids.device)
@@ -255,9 +292,51 @@ def register() -> tuple[type, type]:
             self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, torch.Tensor] | None = None
         ) -> torch.Tensor:
             rows, cols = self.positions(input_ids) if cells is None else cells
+            self._offsets = None
             if self.shift and self.training:
-                rows, cols = shifted(rows), shifted(cols)
+                # Only a sequence with a grid moves: its cells show the offset, so the coordinates it
+                # writes can follow it (a table or desc map states its rows and columns in words).
+                coordinate = torch.isin(input_ids, self.index("coordinates", input_ids.device))
+                grid = ((rows > 0) & ~coordinate).any(dim=1, keepdim=True)
+                moved_rows = torch.where(grid, shifted(rows), rows)
+                moved_cols = torch.where(grid, shifted(cols), cols)
+                # a sequence's offset (0 where it has no grid), for the output vectors of the same pass
+                self._offsets = ((moved_rows - rows).amax(dim=1), (moved_cols - cols).amax(dim=1))
+                rows, cols = moved_rows, moved_cols
+            if self.composed:
+                lookup = torch.arange(self.num_embeddings, device=input_ids.device)
+                lookup[self.index("tokens", input_ids.device)] = self.index("base", input_ids.device)
+                input_ids = lookup[input_ids]
             return super().forward(input_ids) + self.row(rows) + self.col(cols)
+
+        def coordinate_vectors(self) -> torch.Tensor:
+            """The composed coordinate tokens' vectors: their shared token's plus their row's and column's,
+            ``(tokens, hidden)``; in a shifted training pass ``(batch, tokens, hidden)``, each sequence's
+            rows and columns moved as its input's were."""
+            device = self.weight.device
+            rows, cols = self.index("rows", device), self.index("cols", device)
+            shared = self.weight[self.index("base", device)]
+            if self._offsets is None:
+                return shared + self.row(rows) + self.col(cols)
+            dr, dc = self._offsets
+            rows = (rows[None, :] + dr[:, None]).clamp(max=MAX_CELL - 1)
+            cols = (cols[None, :] + dc[:, None]).clamp(max=MAX_CELL - 1)
+            return shared[None] + self.row(rows) + self.col(cols)
+
+    class ComposedHead(nn.Linear):
+        """The output layer (tied to the token embedding) of a model with composed coordinate tokens: a
+        coordinate token's logit is scored against the vector its input embedding is made of."""
+
+        def __init__(self, config: CellsConfig, embedding: CellEmbedding) -> None:
+            super().__init__(config.hidden_size, config.vocab_size, bias=False)
+            # not a submodule: its weights are the model's embedding's
+            object.__setattr__(self, "embedding", embedding)
+
+        def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+            logits = super().forward(hidden)
+            coordinates = torch.matmul(hidden, self.embedding.coordinate_vectors().transpose(-1, -2))
+            tokens = self.embedding.index("tokens", hidden.device)
+            return logits.index_copy(-1, tokens, coordinates.to(logits.dtype))
 
     class CellsForCausalLM(Qwen2ForCausalLM):
         config_class = CellsConfig
@@ -265,6 +344,8 @@ def register() -> tuple[type, type]:
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config)
             self.model.embed_tokens = CellEmbedding(config)
+            if self.model.embed_tokens.composed:
+                self.lm_head = ComposedHead(config, self.model.embed_tokens)
             self._walkers: list[CellWalker] = []
             self._walked = 0
             self.post_init()

@@ -42,9 +42,12 @@ CELL_SIZES: dict[str, str] = {
     "mini-cells": "mini",
     "tiny-cells": "tiny",
     "mini-cells-shift": "mini",
+    "mini-cells-compose": "mini",
 }
 #: Cell sizes that train with ``cell_shift`` (random row/column offsets per sequence; lakeshift.models.cells).
-SHIFTED_CELL_SIZES = frozenset({"mini-cells-shift"})
+SHIFTED_CELL_SIZES = frozenset({"mini-cells-shift", "mini-cells-compose"})
+#: Cell sizes whose coordinate tokens are composed of a shared vector and their row and column embeddings.
+COMPOSED_CELL_SIZES = frozenset({"mini-cells-compose"})
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
 BASE_MODELS: dict[str, str] = {"mini-cells-base": "configs/base-mini-cells.yaml"}
@@ -238,7 +241,8 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
         if tokenizer_kind != "structured":
             raise LakeshiftError(f"--model {name}: cell positions need --tokenizer structured")
         config_class, model_class = cells.register()
-        extra = {**cells.cell_tables(tokenizer, moves=True), "cell_shift": name in SHIFTED_CELL_SIZES}
+        tables = cells.cell_tables(tokenizer, moves=True, compose=name in COMPOSED_CELL_SIZES)
+        extra = {**tables, "cell_shift": name in SHIFTED_CELL_SIZES}
     config = config_class(
         **extra,
         vocab_size=len(tokenizer),
