@@ -267,6 +267,8 @@ def test_the_shift_size_moves_cells_in_training_only() -> None:
         model.train()
         first, second = (model(ids).logits for _ in range(2))
         assert (not torch.allclose(first, second)) is shifts
+        with torch.no_grad():  # sampling in training mode (GRPO) never moves
+            assert torch.equal(model(ids).logits, model(ids).logits)
         model.eval()
         assert torch.equal(model(ids).logits, model(ids).logits)
 

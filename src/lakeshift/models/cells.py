@@ -293,7 +293,8 @@ def register() -> tuple[type, type]:
         ) -> torch.Tensor:
             rows, cols = self.positions(input_ids) if cells is None else cells
             self._offsets = None
-            if self.shift and self.training:
+            # (not under no_grad: GRPO samples with the model in training mode, one token per pass)
+            if self.shift and self.training and torch.is_grad_enabled():
                 # Only a sequence with a grid moves: its cells show the offset, so the coordinates it
                 # writes can follow it (a table or desc map states its rows and columns in words).
                 coordinate = torch.isin(input_ids, self.index("coordinates", input_ids.device))
