@@ -104,12 +104,13 @@ def test_a_config_names_a_named_size(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.slow
-def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path) -> None:
+def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path, capsys) -> None:
     from tests.model_fixtures import generate_split
 
     config = _config(tmp_path, GOOD)
     out = tmp_path / "base"
     assert main(["pretrain", str(config), "--out", str(out)]) == 0
+    assert "corpus: 100%" in capsys.readouterr().err  # the corpus's progress bar ran to its end
     sft = out / "corpus" / "pretrain" / "sft" / "text__maptasks.jsonl"
     assert len(sft.read_text().splitlines()) == 24
     run = json.loads((out / "run.json").read_text())

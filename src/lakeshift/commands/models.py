@@ -105,7 +105,10 @@ def _pretrain(args: argparse.Namespace) -> int:
         if have is None:
             n = config.spec.count or 0
             print(f"lakeshift pretrain: writing a corpus of {n} maps to {data}", file=sys.stderr)
-            write_corpus(data, config.spec, config.seed)
+            from tqdm.auto import tqdm
+
+            with tqdm(total=n, unit="map", desc="corpus", file=sys.stderr, dynamic_ncols=True) as bar:
+                write_corpus(data, config.spec, config.seed, progress=bar.update)
             key_file.write_text(dumps(key) + "\n", encoding="utf-8")
         values = {
             **config.train,
