@@ -133,6 +133,12 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path, size: str) ->
     config = json.loads((run / "model" / "config.json").read_text())
     assert config["model_type"] == "lakeshift_cells" and config["cell_coords"] and config["cell_moves"]
     assert bool(config.get("cell_coord_base")) is (size == "mini-cells-compose")
+    assert config["cell_grids"] == ("every" if size == "mini-cells-compose" else "first")
+    if size == "micro-cells":  # a fine-tune may switch a cells model to every grid; saved with it
+        again = tmp_path / "again"
+        argv = ["train", *common, "--model", str(run), "--out", str(again), "--max-steps", "1"]
+        assert main([*argv, "--prompt", "map-only", "--cell-grids", "every"]) == 0
+        assert json.loads((again / "model" / "config.json").read_text())["cell_grids"] == "every"
     preds = tmp_path / "p.jsonl"
     argv = [
         "predict",
@@ -239,7 +245,8 @@ def test_random_shifts_reach_the_largest_rows() -> None:
 def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer, m, cot, data) -> None:
     from lakeshift.models.cells import CellWalker
 
-    tables = lookup_tables(cell_tables(tokenizer, moves=True))
+    grids = data.draw(st.sampled_from(["first", "every"]))
+    tables = lookup_tables({**cell_tables(tokenizer, moves=True), "cell_grids": grids})
     user = formats.render(m, data.draw(st.sampled_from(["grid", "desc"])))
     text = user + "\n" + traces.completion(m, m.optimal_path(), cot)
     ids = tokenizer.encode(text)
@@ -380,3 +387,51 @@ def test_a_sequence_without_a_grid_is_not_shifted() -> None:
     assert emb._offsets[0].tolist() == [0] * 8 and emb._offsets[1].tolist() == [0] * 8
     model.eval()
     assert torch.allclose(embedded, emb(ids))
+
+
+@given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["grid", "grid+desc"]))
+@settings(max_examples=40, deadline=None)
+def test_with_every_grid_each_redrawn_map_gets_its_cells_and_the_answer_still_walks_from_the_start(
+    tokenizer, m, cot
+) -> None:
+    """``cell_grids: every`` (mini-cells-shift, mini-cells-compose): each map a grid CoT redraws gets the
+    rows and columns the prompt's map gets, so a redrawn cell and the prompt's cell share a vector; the
+    answer's moves still walk from the prompt's start. ``first`` (the shipped base) reads the prompt only."""
+    path = m.optimal_path()
+    text = formats.render(m, "grid") + "\n" + traces.completion(m, path, cot)
+    ids = tokenizer.encode(text)
+    base = cell_tables(tokenizer, moves=True)
+    first = cell_positions(ids, lookup_tables(base))
+    every = cell_positions(ids, lookup_tables({**base, "cell_grids": "every"}))
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    moves = set(base["cell_moves"])
+
+    def grid_cells(rows: list[int], cols: list[int]) -> list[tuple[int, int]]:
+        return [
+            (r, c)
+            for i, (r, c) in enumerate(zip(rows, cols, strict=True))
+            if r and str(ids[i]) not in moves and "(" not in tokens[i]
+        ]
+
+    n_cells = m.size * m.size
+    redrawn = len(path)  # the grid CoT draws the map after every move
+    assert len(grid_cells(*first)) == n_cells
+    assert len(grid_cells(*every)) == n_cells * (1 + redrawn)
+    one_map = [(r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)]
+    assert grid_cells(*every) == one_map * (1 + redrawn)
+    walked = [(r, c) for i, (r, c) in enumerate(zip(*every, strict=True)) if str(ids[i]) in moves and r]
+    assert walked == [
+        (r, c) for i, (r, c) in enumerate(zip(*first, strict=True)) if str(ids[i]) in moves and r
+    ]
+
+
+def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
+    from tests.model_fixtures import generate_split
+
+    data = tmp_path / "data"
+    generate_split(data, "id-train", count=2, cots=("none",), train=True)
+    argv = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--cell-grids", "every"]) == 2
+    err = capsys.readouterr().err
+    assert "--cell-grids every: needs first or every and a cells model" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()

@@ -81,7 +81,7 @@ TRAIN_KEYS = {
     "model": str, "split": str, "preset": str, "epochs": (int, float), "max_steps": int, "batch_size": int,
     "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
     "seed": int, "limit": int, "lora": bool, "max_length": int, "prompt": str, "max_minutes": (int, float),
-    "tokenizer": str,
+    "tokenizer": str, "cell_grids": str,
 }  # fmt: skip
 PREDICT_KEYS = {
     "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,

@@ -158,6 +158,14 @@ def _register_train(subparsers: Any) -> None:
         "(one per character); ignored for checkpoints, which bring their own",
     )
     p.add_argument(
+        "--cell-grids",
+        choices=("first", "every"),
+        help="cells models (mini-cells*, mini-cells-base): which grids of a sequence get row and column "
+        "embeddings: first (the prompt's map; the default of mini-cells and mini-cells-base) or every "
+        "(also each map a grid CoT redraws; the default of mini-cells-shift and mini-cells-compose); "
+        "saved with the model",
+    )
+    p.add_argument(
         "--prompt",
         choices=PROMPTS,
         help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
@@ -166,7 +174,7 @@ def _register_train(subparsers: Any) -> None:
     p.add_argument(
         "--preset",
         choices=("scratch", "paper", "paper-code"),
-        help="scratch (default for named sizes: lr 1e-3, batch 8, 3 epochs); "
+        help="scratch (default for named sizes and lakeshift's base models: lr 3e-3, batch 32, 3 epochs); "
         "paper (default for checkpoints): "
         "Table 8 as printed: 10 epochs, batch 1, gradient accumulation 1, 10 warmup steps, lr 1e-5, "
         "weight decay 0.01, AdamW, bf16; "
@@ -227,7 +235,7 @@ def _register_train(subparsers: Any) -> None:
 # Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
 GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
 # SFT options that GRPO does not take.
-SFT_ONLY = ("preset", "max_length", "global_batch_size")
+SFT_ONLY = ("preset", "max_length", "global_batch_size", "cell_grids")
 
 
 def _register_grpo_options(p: argparse.ArgumentParser) -> None:

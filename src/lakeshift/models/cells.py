@@ -27,9 +27,13 @@ answer had reached. With the walk, 5 minutes of the same fine-tuning solve 0.70 
 0.595 (RESULTS.md, "Base models and cell embeddings").
 
 A move's cell depends on the moves before it: generation feeds each step's tokens to a :class:`CellWalker`
-per sequence, which gives them what the whole sequence's rule gives them in training. Only the first grid
-of a sequence gets cell positions (with grid input, the prompt's map: the grids a grid CoT redraws get
-none); table and desc inputs get none (desc writes its coordinates as words). Rows and columns above the
+per sequence, which gives them what the whole sequence's rule gives them in training. With ``cell_grids:
+first`` (the default, and the shipped base's) only the first grid of a sequence gets cell positions (with
+grid input, the prompt's map); with ``every`` (``mini-cells-shift``, ``mini-cells-compose``, or
+``lakeshift train --cell-grids every``) so does each map a grid CoT redraws, so that a redrawn cell shares
+the vector of the prompt's cell it copies (the study's grid-CoT models at 8 minutes redrew maps without
+their start and goal: RESULTS.md). Answers walk from the first grid's start either way. Table and desc
+inputs get none (desc writes its coordinates as words). Rows and columns above the
 training sizes have untrained embeddings, like the coordinate tokens themselves: this helps reading maps,
 not size generalization by itself.
 
@@ -61,6 +65,7 @@ from typing import Any
 MAX_CELL = 31  # rows and columns 1..30 (MAX_MAP_SIZE); 0 = not a cell
 MODEL_TYPE = "lakeshift_cells"
 GRID_CELLS = ".PGX"
+GRIDS = ("first", "every")  # the values of ``cell_grids``: which grids of a sequence get cells
 
 _registered: dict[str, Any] = {}
 
@@ -114,6 +119,7 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "moves": {int(k): tuple(v) for k, v in fields.get("cell_moves", {}).items()},
         "start": set(fields.get("cell_start", [])),
         "box": fields.get("cell_box", -1),
+        "every": fields.get("cell_grids", "first") == "every",
     }
 
 
@@ -154,9 +160,10 @@ class CellWalker:
 class _Walk:
     """The state of :func:`cell_positions` between two tokens."""
 
-    state: str = "before"  # before the first grid, inside it, or after it ("done")
-    row: int = 0
+    state: str = "before"  # before the first grid, inside a grid, or after one ("done")
+    row: int = 0  # the current grid's row and column
     col: int = 0
+    height: int = 0  # the first grid's size (0 while it is read): where a walk stops at the edge
     width: int = 0
     start: tuple[int, int] | None = None
     here: tuple[int, int] = (0, 0)
@@ -169,6 +176,11 @@ class _Walk:
         if tok in tables["coords"]:
             self.walking = False
             return tables["coords"][tok]
+        # (a bare cell character starts a grid only when a spaced cell follows it: not a stray ".")
+        starts_row = tok in tables["first"] and prev == tables["newline"]
+        starts_grid = starts_row and following in tables["rest"]
+        if self.state == "done" and tables["every"] and starts_grid:
+            self.state, self.row = "before", 0  # a later grid (one a grid CoT redraws): read it too
         if self.state == "done":
             moves = tables["moves"]
             boxed = prev == tables["box"]
@@ -177,11 +189,9 @@ class _Walk:
                 return 0, 0
             dr, dc = moves[tok]
             r, c = self.start if boxed else self.here
-            self.here = (min(max(r + dr, 1), self.row), min(max(c + dc, 1), self.width))
+            self.here = (min(max(r + dr, 1), self.height), min(max(c + dc, 1), self.width))
             return self.here
-        starts_row = tok in tables["first"] and prev == tables["newline"]
-        if starts_row and (self.state == "inside" or following in tables["rest"]):
-            # (a bare cell character starts a grid only when a spaced cell follows it: not a stray ".")
+        if starts_row and (self.state == "inside" or starts_grid):
             self.state, self.row, self.col = "inside", self.row + 1, 1
         elif self.state == "inside" and tok in tables["rest"] and self.col:
             self.col += 1
@@ -190,14 +200,16 @@ class _Walk:
             return 0, 0
         elif self.state == "inside":
             self.state = "done"
+            self.height = self.height or self.row
             return 0, 0
         else:
             return 0, 0
         if self.row >= MAX_CELL or self.col >= MAX_CELL:
             return 0, 0
-        self.width = max(self.width, self.col)
-        if self.start is None and tok in tables["start"]:
-            self.start = (self.row, self.col)
+        if not self.height:
+            self.width = max(self.width, self.col)
+            if self.start is None and tok in tables["start"]:
+                self.start = (self.row, self.col)
         return self.row, self.col
 
 
@@ -210,6 +222,12 @@ def shifted(index: Any) -> Any:
     room = (MAX_CELL - 1 - index.max(dim=1, keepdim=True).values).clamp(min=0)
     offset = (torch.rand(room.shape, device=index.device) * (room + 1)).floor().long()
     return torch.where(index > 0, index + offset, index)
+
+
+def set_grids(model: Any, grids: str) -> None:
+    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (``first`` or ``every``; saved with it)."""
+    model.config.cell_grids = grids
+    model.model.embed_tokens.tables["every"] = grids == "every"
 
 
 def config_walks(config: Any) -> bool:
@@ -245,6 +263,7 @@ def register() -> tuple[type, type]:
             cell_start: list[int] | None = None,
             cell_shift: bool = False,
             cell_coord_base: dict[str, int] | None = None,
+            cell_grids: str = "first",
             **kwargs: Any,
         ) -> None:
             self.cell_coords = cell_coords or {}
@@ -255,6 +274,7 @@ def register() -> tuple[type, type]:
             self.cell_start = cell_start or []
             self.cell_shift = cell_shift
             self.cell_coord_base = cell_coord_base or {}
+            self.cell_grids = cell_grids
             super().__init__(**kwargs)
 
     class CellEmbedding(nn.Embedding):

@@ -44,7 +44,8 @@ CELL_SIZES: dict[str, str] = {
     "mini-cells-shift": "mini",
     "mini-cells-compose": "mini",
 }
-#: Cell sizes that train with ``cell_shift`` (random row/column offsets per sequence; lakeshift.models.cells).
+#: Cell sizes that train with ``cell_shift`` (random row/column offsets per sequence; lakeshift.models.cells)
+#: and give every grid of a sequence its cells (``cell_grids: every``), not only the prompt's.
 SHIFTED_CELL_SIZES = frozenset({"mini-cells-shift", "mini-cells-compose"})
 #: Cell sizes whose coordinate tokens are composed of a shared vector and their row and column embeddings.
 COMPOSED_CELL_SIZES = frozenset({"mini-cells-compose"})
@@ -242,7 +243,8 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
             raise LakeshiftError(f"--model {name}: cell positions need --tokenizer structured")
         config_class, model_class = cells.register()
         tables = cells.cell_tables(tokenizer, moves=True, compose=name in COMPOSED_CELL_SIZES)
-        extra = {**tables, "cell_shift": name in SHIFTED_CELL_SIZES}
+        shifted = name in SHIFTED_CELL_SIZES
+        extra = {**tables, "cell_shift": shifted, "cell_grids": "every" if shifted else "first"}
     config = config_class(
         **extra,
         vocab_size=len(tokenizer),

@@ -46,6 +46,7 @@ from typing import Any
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import atomic_write, dumps
+from lakeshift.models import cells
 from lakeshift.models.data import SftSet, load_images, load_sft, split_hash
 from lakeshift.models.registry import (
     RUN_FILE,
@@ -125,6 +126,7 @@ class TrainOptions(RunOptions):
     preset: str | None = None
     global_batch_size: int | None = None
     max_length: int | None = None
+    cell_grids: str | None = None  # a cells model's ``cell_grids`` (None: the model's own)
 
 
 #: The smallest hidden size for which bf16 autocast pays on a CPU with native bf16 (see the module doc).
@@ -171,6 +173,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
             opts.gradient_checkpointing if opts.gradient_checkpointing is not None else (big and cuda)
         ),
         max_length=opts.max_length,
+        cell_grids=opts.cell_grids,
         lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
@@ -497,6 +500,13 @@ def train(opts: TrainOptions) -> Path:
     check_modality(spec, opts.input_format)
     if opts.tokenizer not in TOKENIZERS:
         raise LakeshiftError(f"--tokenizer {opts.tokenizer}: unknown (choose from {', '.join(TOKENIZERS)})")
+    if opts.cell_grids is not None and (
+        opts.cell_grids not in cells.GRIDS or spec.model_type != cells.MODEL_TYPE
+    ):
+        raise LakeshiftError(
+            f"--cell-grids {opts.cell_grids}: needs first or every and a cells model (--model mini-cells, "
+            f"mini-cells-base, ...; {opts.model} is {spec.model_type})"
+        )
     sft = load_sft(
         opts.data,
         opts.split,
@@ -552,6 +562,8 @@ def train(opts: TrainOptions) -> Path:
 
     set_seed(hp["seed"])
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
+    if hp["cell_grids"]:
+        cells.set_grids(model, hp["cell_grids"])
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = lora_config(hp, spec.vision)
