@@ -158,19 +158,11 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path, size: str) ->
     assert len(preds.read_text().splitlines()) == 3
 
 
-def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
-    """Cached generation (one token per step) sees the same positions, hence the same logits, as one
-    forward pass over the whole sequence: the walk's cells depend on the moves before each step."""
+def _assert_generation_matches_one_pass(model: Any, prompt: list[int], answer: list[int]) -> None:
+    """Generation forced to write ``answer`` after ``prompt`` (one cached step per token) gives each step
+    the logits one forward pass over the whole sequence gives it."""
     import torch
 
-    from lakeshift.models.registry import build_named
-
-    torch.manual_seed(0)
-    model, tokenizer = build_named("micro-cells", [])
-    model.eval()
-    assert model.config.cell_moves
-    prompt = tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:")
-    answer = tokenizer.encode("\\boxed{RIGHT, RIGHT, DOWN, DOWN, LEFT}")
     forced = iter(answer)
     out = model.generate(
         torch.tensor([prompt]),
@@ -188,6 +180,22 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
         full = model(torch.tensor([prompt + answer])).logits[0]
     for step, logits in enumerate(out.logits):
         assert torch.allclose(logits[0], full[len(prompt) + step - 1], atol=1e-4), step
+
+
+def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
+    """Cached generation (one token per step) sees the same positions, hence the same logits, as one
+    forward pass over the whole sequence: the walk's cells depend on the moves before each step."""
+    import torch
+
+    from lakeshift.models.registry import build_named
+
+    torch.manual_seed(0)
+    model, tokenizer = build_named("micro-cells", [])
+    model.eval()
+    assert model.config.cell_moves
+    prompt = tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:")
+    answer = tokenizer.encode("\\boxed{RIGHT, RIGHT, DOWN, DOWN, LEFT}")
+    _assert_generation_matches_one_pass(model, prompt, answer)
     # and the moves did walk (RIGHT, RIGHT, DOWN, DOWN, LEFT from (1,1)), so the check above is not vacuous
     rows, cols = model.model.embed_tokens.positions(torch.tensor([prompt + answer]))
     walked = slice(len(prompt) + 1, len(prompt) + 6)
@@ -356,21 +364,7 @@ def test_a_composed_model_saves_loads_and_generates_what_one_pass_gives(tmp_path
     ids = torch.tensor([prompt + answer])
     with torch.no_grad():
         assert torch.allclose(again(ids).logits, model(ids).logits, atol=1e-5)
-        full = again(ids).logits[0]
-    forced = iter(answer)
-    out = again.generate(
-        torch.tensor([prompt]),
-        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-        max_new_tokens=len(answer),
-        do_sample=False,
-        prefix_allowed_tokens_fn=lambda _batch, _ids: [next(forced)],
-        output_logits=True,
-        return_dict_in_generate=True,
-        pad_token_id=again.generation_config.pad_token_id,
-        eos_token_id=None,
-    )
-    for step, logits in enumerate(out.logits):
-        assert torch.allclose(logits[0], full[len(prompt) + step - 1], atol=1e-4), step
+    _assert_generation_matches_one_pass(again, prompt, answer)
 
 
 def test_a_sequence_without_a_grid_is_not_shifted() -> None:
