@@ -18,6 +18,7 @@ from lakeshift.commands import (
     seed,
 )
 from lakeshift.errors import LakeshiftError
+from lakeshift.models.cells import GRIDS  # light: no torch
 from lakeshift.models.data import PROMPTS  # light: no torch
 from lakeshift.models.tokenizer import TOKENIZERS  # light: no torch
 
@@ -159,7 +160,7 @@ def _register_train(subparsers: Any) -> None:
     )
     p.add_argument(
         "--cell-grids",
-        choices=("first", "every"),
+        choices=GRIDS,
         help="cells models (mini-cells*, mini-cells-base): which grids of a sequence get row and column "
         "embeddings: first (the prompt's map; the default of mini-cells and mini-cells-base) or every "
         "(also each map a grid CoT redraws; the default of mini-cells-shift and mini-cells-compose); "
