@@ -134,6 +134,21 @@ def test_small_multiples_one_row_per_input_with_shared_axes(cells20: tuple) -> N
     report._plt().close(fig)
 
 
+def test_a_variant_keeps_its_marker_in_every_panel(cells20: tuple) -> None:
+    """Two arms (``epochs/...``, ``compute/...``): a reader matches an arm across panels by its marker."""
+    cells, keys, train = cells20
+    fig = report.fig_accuracy_vs_length(cells.by_length, keys, train)
+    markers: dict[str, set] = {}
+    for ax in fig.axes[1:]:
+        for ln in ax.get_lines():
+            label = ln.get_label()
+            if "(" in label and not label.endswith("(baseline)"):
+                markers.setdefault(label.split("(")[1].rstrip(")"), set()).add(ln.get_marker())
+    assert set(markers) == {"epochs", "compute"}
+    assert all(len(m) == 1 for m in markers.values()) and markers["epochs"] != markers["compute"]
+    report._plt().close(fig)
+
+
 def test_baselines_grey_bands_only_when_few_lines_and_large_n(cells20: tuple) -> None:
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import to_rgb

@@ -545,7 +545,8 @@ COT_COLORS = {
 _EXTRA_COLORS = ("#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
 #: Reference policies are grey (they are not models): shade and line style per policy.
 BASELINE_STYLES = {"oracle": ("0.25", "-"), "greedy": ("0.5", "-."), "random": ("0.65", ":")}
-#: Runs with the same input and CoT format (e.g. two study arms) differ by marker.
+#: Runs with the same input and CoT format (e.g. two study arms) differ by marker; a variant (what a model
+#: name adds to its formats, e.g. ``@8min``) has the same marker in every panel.
 VARIANT_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 #: A 95% Wilson band is drawn only over points with at least this many maps, and only in panels with at
 #: most :data:`BAND_MAX_LINES` model lines: more bands than that hide the lines they qualify.
@@ -563,13 +564,10 @@ class _Styles:
 
     def __init__(self, runs: Sequence[RunKey], reference: Reference | None) -> None:
         self.reference = reference
-        self.markers: dict[RunKey, str] = {}
-        count: dict[tuple[str, str], int] = {}
-        for key in sorted(runs, key=run_sort_key):
-            if self.kind(key) == "model":
-                i = count.get(key[1:], 0)
-                count[key[1:]] = i + 1
-                self.markers[key] = VARIANT_MARKERS[i % len(VARIANT_MARKERS)]
+        models = [k for k in sorted(runs, key=run_sort_key) if self.kind(k) == "model"]
+        variants = iter_unique(_variant(k) for k in models)
+        marker = {v: VARIANT_MARKERS[i % len(VARIANT_MARKERS)] for i, v in enumerate(variants)}
+        self.markers = {k: marker[_variant(k)] for k in models}
         extra = sorted({k[2] for k in runs if k[2] not in COT_COLORS})
         self.colors = {
             **COT_COLORS,
@@ -607,11 +605,16 @@ def _cot_name(key: RunKey) -> str:
     return COT_NAMES.get(key[2], key[2])
 
 
-def _model_label(key: RunKey) -> str:
-    """``CoT (model)`` for a legend whose panel names the input; a model name that only repeats the formats
-    (``arm/grid__none``) keeps what tells it apart (``arm``)."""
+def _variant(key: RunKey) -> str:
+    """What a model name adds to its formats (``arm`` of ``arm/grid__none``; ``@8min`` of
+    ``grid__none@8min``); the whole name if it does not contain them."""
     model, inp, cot = key
-    rest = model.replace(f"{inp}__{cot}", "").strip("/_- ") if f"{inp}__{cot}" in model else model
+    return model.replace(f"{inp}__{cot}", "").strip("/_- ") if f"{inp}__{cot}" in model else model
+
+
+def _model_label(key: RunKey) -> str:
+    """``CoT (variant)`` for a legend whose panel names the input."""
+    rest = _variant(key)
     return f"{_cot_name(key)} ({_short(rest)})" if rest else _cot_name(key)
 
 
