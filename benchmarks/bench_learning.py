@@ -101,6 +101,9 @@ ARMS = [
     *(arm(i, c, "mini-base", 5, batch_size=32, lr=1e-3) for i, c in CURVE_FORMATS),
     *(arm(i, c, "mini-cells-base", m, batch_size=32, lr=3e-3) for m in (5, 15, 45) for i, c in CURVE_FORMATS),
     arm("grid", "none", "mini-cells-base", 60, batch_size=32, lr=3e-3),
+    # Issue 9's demo levers at the demo's 5 minutes: a larger batch (fewer, fuller steps), a larger rate.
+    arm("grid", "none", "mini-cells-base", 5, batch_size=64, lr=3e-3),
+    arm("grid", "none", "mini-cells-base", 5, batch_size=32, lr=6e-3),
     # Row and column embeddings for map cells (lakeshift.models.cells), from scratch.
     *(
         arm(i, c, "mini-cells", m, batch_size=32, lr=3e-3, bf16=False)
