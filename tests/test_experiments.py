@@ -243,3 +243,45 @@ def test_training_and_prediction_estimates_follow_budget_epochs_and_maps() -> No
         < bounds.predict_seconds([(10, 64)], "grid", "grid")
     )
     assert short < bounds.predict_seconds([(6, 640)], "grid", "none")
+
+
+def test_concurrent_trainings_share_the_clock_in_the_estimate_and_the_budget(tmp_path: Path, capsys) -> None:
+    from lakeshift.bounds import STAGE_OVERHEAD_S
+
+    one_model = (4 * 60 + STAGE_OVERHEAD_S) / 60
+    at_once = write(tmp_path, "train_jobs: 2\nbudget_minutes: 6\n" + BUDGET_STUDY)
+    assert main(["run", str(at_once), "--dry-run", "--workdir", str(tmp_path / "w")]) == 0
+    estimate = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("estimated"))
+    assert f"train {one_model:.0f}," in estimate and "2 trainings at a time" in estimate, estimate
+    one_by_one = write(tmp_path, "budget_minutes: 6\n" + BUDGET_STUDY, "b.yaml")  # the same, in turn
+    assert main(["run", str(one_by_one), "--dry-run", "--workdir", str(tmp_path / "w")]) == 2
+    assert "more than its budget_minutes: 6" in capsys.readouterr().err
+    bad = write(tmp_path, "train_jobs: 0\n" + BUDGET_STUDY, "c.yaml")
+    assert main(["run", str(bad), "--dry-run", "--workdir", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err.strip().endswith("c.yaml:1: train_jobs: must be an integer >= 1, got 0")
+
+
+@pytest.mark.slow
+def test_trainings_at_once_each_get_their_share_of_the_cores_then_cache(tmp_path: Path, capsys, monkeypatch):
+    import json
+    import os
+
+    from lakeshift import experiments
+
+    monkeypatch.setattr(experiments, "PROGRESS_EVERY_S", 0.0)
+
+    path = write(tmp_path, "train_jobs: 2\n" + TINY_STUDY)
+    workdir = tmp_path / "work"
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 0
+    err = capsys.readouterr().err
+    assert "2 models, 2 at a time" in err
+    assert "\r" not in err  # progress bars are shown as whole lines, named
+    for model in ("grid__none", "grid__grid"):
+        assert f"[{model}] " in err  # each training's own lines, named
+        record = json.loads((workdir / "models" / model / "run.json").read_text())
+        assert record["status"] == "done"
+        assert record["host"]["threads"] == max(1, (os.cpu_count() or 1) // 2)
+        assert (workdir / "predictions" / model / "id-test.jsonl").is_file()
+    assert (workdir / "report" / "table1.md").is_file()
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 0
+    assert "nothing to do: every stage is cached" in capsys.readouterr().err

@@ -20,6 +20,7 @@ A study config (see ``configs/*.yaml``)::
       - {input: grid, cot: grid+desc, train: {epochs: 5}}
       - {name: gpt-4o, input: image, cot: none, zero_shot: true, backend: openai, model: gpt-4o}
     report: {baselines: true}
+    train_jobs: 1                      # SFT training stages run at once (see below)
 
 Stages and caching. The plan has one ``generate`` stage, one ``train`` stage per fine-tuned model, one
 ``predict`` stage per (model, split) and a final ``report`` stage; each runs the same code as the matching
@@ -35,6 +36,13 @@ The key also holds the code that produces the stage: lakeshift's version and a h
 cache: after an upgrade or an edit of the package every stage is redone (the run says so), and a marker
 records the code it was made with.
 
+Training at once. With ``train_jobs: N`` (N > 1) the SFT training stages run N at a time, each in its own
+``python -m lakeshift train`` process with ``cpu_count // N`` threads and its output prefixed with the
+model's name; GRPO stages (they read an SFT model) and predictions run after them, one at a time. Small
+models use many threads poorly: on 2 cores one 2-thread `mini` run made 129 steps a minute, two 1-thread
+runs at once 105 and 122 (benchmarks/README.md), so ``train_jobs: 2`` nearly doubles what a study trains in
+the same time. A time budget (``max_minutes``) is then each model's wall time, spent at once.
+
 Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs),
 ``WORKDIR/predictions/<name>/<split>.jsonl``, ``WORKDIR/report/`` (tables, plots, report.html).
 """
@@ -43,9 +51,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
+import os
 import shutil
+import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -72,6 +84,7 @@ TOP_KEYS = {
     "models": list,
     "report": dict,
     "budget_minutes": (int, float),
+    "train_jobs": int,
 }
 DATA_KEYS = {
     "suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int,
@@ -114,6 +127,7 @@ NUMBER_KEYS = {
     "max_length": "positive_int", "max_minutes": "positive_float", "per_size": "positive_int",
     "max_new_tokens": "positive_int", "temperature": "nonnegative_float", "concurrency": "positive_int",
     "examples": "nonnegative_int", "seed": "nonnegative_int", "budget_minutes": "positive_float",
+    "train_jobs": "positive_int",
 }  # fmt: skip
 
 
@@ -167,6 +181,19 @@ class Study:
     workdir: Path
     stages: list[Stage]
     budget_minutes: float | None = None  # the config's `budget_minutes`
+    train_jobs: int = 1  # the config's `train_jobs`: SFT training stages run at once
+
+    def concurrent(self, stages: list[Stage]) -> list[Stage]:
+        """The stages of ``stages`` that run at once (SFT training, when ``train_jobs`` > 1)."""
+        if self.train_jobs < 2:
+            return []
+        return [s for s in stages if s.kind == "train" and "--method" not in s.argv]
+
+    def wall_seconds(self, stages: list[Stage]) -> float:
+        """The estimated time of ``stages`` (unknown ones count 0): concurrent ones share the clock."""
+        at_once = self.concurrent(stages)
+        alone = sum(s.estimate_s or 0.0 for s in stages if s not in at_once)
+        return alone + sum(s.estimate_s or 0.0 for s in at_once) / max(1, min(self.train_jobs, len(at_once)))
 
     def summary(self) -> dict[str, int]:
         """Number of stages of each kind."""
@@ -176,12 +203,13 @@ class Study:
         """One line: the estimated time of ``stages`` by kind, and the stages without an estimate."""
         by_kind: dict[str, float] = {}
         unknown = [s.name for s in stages if s.estimate_s is None and s.kind in ("train", "predict")]
-        for s in stages:
-            if s.estimate_s is not None:
-                by_kind[s.kind] = by_kind.get(s.kind, 0.0) + s.estimate_s
-        total = sum(by_kind.values()) / 60
+        for kind in dict.fromkeys(s.kind for s in stages if s.estimate_s is not None):
+            by_kind[kind] = self.wall_seconds([s for s in stages if s.kind == kind])
+        total = self.wall_seconds(stages) / 60
         parts = ", ".join(f"{kind} {secs / 60:.0f}" for kind, secs in by_kind.items())
         line = f"estimated time of the stages to do: ~{total:.0f} min ({parts or 'nothing'})"
+        if self.concurrent(stages):
+            line += f"; {self.train_jobs} trainings at a time"
         if unknown:
             line += f"; no estimate for {len(unknown)} stage(s) (no measured rate), e.g. {unknown[0]}"
         return line
@@ -190,7 +218,7 @@ class Study:
         """Why ``stages`` cannot fit ``budget_minutes``, or ``None``."""
         if self.budget_minutes is None:
             return None
-        total = sum(s.estimate_s or 0.0 for s in stages) / 60
+        total = self.wall_seconds(stages) / 60
         if total > self.budget_minutes:
             return (
                 f"study {self.name!r}: its stages need about {total:.0f} minutes on a 2-core CPU, more than "
@@ -355,7 +383,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         stages += model_stages  # predictions right after their model: an interrupted study has whole models
         predict_stages += [st for st in model_stages if st.kind == "predict"]
     stages.append(_plan_report(report_cfg, predict_stages, plan, workdir))
-    return Study(name, workdir, stages, data.get("budget_minutes"))
+    return Study(name, workdir, stages, data.get("budget_minutes"), data.get("train_jobs", 1))
 
 
 @dataclass
@@ -704,40 +732,114 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         if not todo:
             print("nothing to do: every stage is cached", file=out)
         return 0
+    at_once = study.concurrent(todo)
     for s in todo:
-        print(f"\n== {s.kind}: {s.name}", file=out)
-        argv = list(s.argv)
-        if s.recorded_key() is not None:  # done before with other settings or code: start afresh
-            code = s.recorded_code()
-            if code != code_identity():
+        if s in at_once:
+            rc = _train_at_once(at_once, study.train_jobs, out) if s is at_once[0] else 0
+        else:
+            print(f"\n== {s.kind}: {s.name}", file=out)
+            argv = _prepare(s, out)
+            t0 = time.time()
+            rc = cli_main(argv)
+            if rc == 0:
+                s.mark_done(time.time() - t0)
+            else:
                 print(
-                    f"lakeshift's code changed since this stage ran (made by {code or 'an older version'}, "
-                    f"now {code_identity()}): redoing it",
+                    f"stage {s.kind} {s.name} failed (exit {rc}); rerun the same command to resume",
                     file=out,
                 )
-            for path in s.outputs:
-                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-        for path, content in s.files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(content, indent=1) + "\n")
-        if s.kind == "train":
-            run_dir = s.outputs[0]
-            if any(run_dir.glob("checkpoint-*")):
-                argv.append("--resume")  # an interrupted run with the same settings continues from there
-            elif run_dir.exists():
-                shutil.rmtree(run_dir)  # interrupted before its first checkpoint: nothing to keep
-        t0 = time.time()
-        rc = cli_main(argv)
         if rc != 0:
-            print(f"stage {s.kind} {s.name} failed (exit {rc}); rerun the same command to resume", file=out)
             return rc
-        s.mark_done(time.time() - t0)
     report = study.workdir / "report"
     print(f"\nreport: {report / 'report.html'}", file=out)
     # The report stage printed Table 1; the summary puts ID and both OOD splits side by side.
     summary = report / "summary.md"
     if summary.is_file():
         print(summary.read_text(), file=sys.stdout)
+    return 0
+
+
+def _prepare(s: Stage, out: TextIO) -> list[str]:
+    """Clears what a stage made with other settings or code and writes its input files; returns its argv
+    (``--resume`` added to a training run interrupted after a checkpoint)."""
+    argv = list(s.argv)
+    if s.recorded_key() is not None:  # done before with other settings or code: start afresh
+        code = s.recorded_code()
+        if code != code_identity():
+            print(
+                f"lakeshift's code changed since this stage ran (made by {code or 'an older version'}, "
+                f"now {code_identity()}): redoing it",
+                file=out,
+            )
+        for path in s.outputs:
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for path, content in s.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(content, indent=1) + "\n")
+    if s.kind == "train":
+        run_dir = s.outputs[0]
+        if any(run_dir.glob("checkpoint-*")):
+            argv.append("--resume")  # an interrupted run with the same settings continues from there
+        elif run_dir.exists():
+            shutil.rmtree(run_dir)  # interrupted before its first checkpoint: nothing to keep
+    return argv
+
+
+PROGRESS_EVERY_S = 30.0  # how often concurrent trainings show their progress
+
+
+def _train_at_once(stages: list[Stage], jobs: int, out: TextIO) -> int:
+    """Runs training ``stages`` ``jobs`` at a time, each a ``python -m lakeshift`` process with its share of
+    the cores and its output lines prefixed with its name; returns the first failure's exit status."""
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env["PYTHONUNBUFFERED"] = "1"  # each line reaches the terminal as it is written
+    print(f"\n== train: {len(stages)} models, {jobs} at a time, {threads} thread(s) each", file=out)
+    lock = threading.Lock()
+    progress: dict[str, str] = {}  # each running training's latest progress bar (redrawn with "\r")
+
+    def forward(name: str, stream: Any) -> None:
+        for line in io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=""):
+            if line.endswith("\r"):
+                progress[name] = line.strip()
+            elif line.strip():
+                with lock:
+                    print(f"[{name}] {line.rstrip()}", file=out, flush=True)
+
+    pending, running, failed = list(stages), [], []
+    shown = time.time()
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                s = pending.pop(0)
+                argv = [sys.executable, "-m", "lakeshift", *_prepare(s, out)]
+                proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                reader = threading.Thread(target=forward, args=(s.name, proc.stdout), daemon=True)
+                reader.start()
+                running.append((s, proc, reader, time.time()))
+            time.sleep(0.5)
+            if time.time() - shown >= PROGRESS_EVERY_S:  # the bars in turn, as lines that do not collide
+                shown = time.time()
+                with lock:
+                    for name, bar in [(s.name, progress.pop(s.name, "")) for s, *_ in running]:
+                        if bar:
+                            print(f"[{name}] {bar}", file=out, flush=True)
+            for job in [j for j in running if j[1].poll() is not None]:
+                s, proc, reader, t0 = job
+                running.remove(job)
+                reader.join()
+                if proc.returncode == 0:
+                    s.mark_done(time.time() - t0)
+                else:
+                    failed.append((s, proc.returncode))
+                    print(f"stage train {s.name} failed (exit {proc.returncode})", file=out)
+    finally:  # an interrupt (Ctrl-C) stops the trainings too: each resumes from its last checkpoint
+        for _, proc, _, _ in running:
+            proc.terminate()
+            proc.wait()
+    if failed:
+        print(f"{len(failed)} of {len(stages)} trainings failed; rerun the same command to resume", file=out)
+        return failed[0][1]
     return 0
 
 

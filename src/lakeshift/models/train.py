@@ -219,6 +219,12 @@ def git_commit() -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(dirty)}
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "lakeshift-train",
@@ -248,7 +254,7 @@ def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, 
         "hparams": hp,
         "versions": _versions(),
         "git": git_commit(),
-        "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "host": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": _torch_threads()},
     }
 
 
