@@ -13,8 +13,8 @@ Results go to ``OUT/results.jsonl`` one line per arm as it finishes (rerunning s
 interrupted sweep resumes), with the load average before and after training; ``OUT/results.md`` is the
 table. Run one sweep at a time, on an otherwise idle machine: two training jobs on 2 cores slow each
 other far more than 2x, unless each has its own core: ``--jobs N`` runs N arms at once with
-``cpu_count // N`` threads each (on 2 cores two 1-thread `mini` runs made 105 and 122 steps a minute, one
-2-thread run 129), and each row records its threads.
+``cpu_count // N`` threads each (on 2 cores two 1-thread `mini` runs at once made 1.1x the steps of
+2-thread runs one after the other; benchmarks/README.md, "Threads"), and each row records its threads.
 """
 
 from __future__ import annotations

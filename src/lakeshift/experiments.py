@@ -39,9 +39,9 @@ records the code it was made with.
 Training at once. With ``train_jobs: N`` (N > 1) the SFT training stages run N at a time, each in its own
 ``python -m lakeshift train`` process with ``cpu_count // N`` threads and its output prefixed with the
 model's name; GRPO stages (they read an SFT model) and predictions run after them, one at a time. Small
-models use many threads poorly: on 2 cores one 2-thread `mini` run made 129 steps a minute, two 1-thread
-runs at once 105 and 122 (benchmarks/README.md), so ``train_jobs: 2`` nearly doubles what a study trains in
-the same time. A time budget (``max_minutes``) is then each model's wall time, spent at once.
+models use a second thread poorly: on 2 cores two 1-thread `mini` runs at once made 1.1x the steps of the
+same runs one after the other with 2 threads each (benchmarks/README.md, "Threads"). A time budget
+(``max_minutes``) is then each model's wall time, spent at once.
 
 Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs),
 ``WORKDIR/predictions/<name>/<split>.jsonl``, ``WORKDIR/report/`` (tables, plots, report.html).
