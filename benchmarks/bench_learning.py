@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lakeshift.experiments import share_of_cores
+
 SUITE = {
     "name": "bench-learning",
     "seed": 0,
@@ -305,9 +307,8 @@ def main() -> int:
             sh(argv + (["--resume"] if folder.exists() else []), args.out / f"pretrain-{base}.log")
     results = args.out / "results.jsonl"
     done = {json.loads(x)["arm"] for x in results.read_text().splitlines()} if results.is_file() else set()
-    threads = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     if args.jobs > 1:
-        ENV.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        ENV.update(share_of_cores(args.jobs))
     lock = threading.Lock()
 
     def one(a: dict[str, Any]) -> None:

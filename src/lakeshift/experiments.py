@@ -788,13 +788,21 @@ def _prepare(s: Stage, out: TextIO) -> list[str]:
 PROGRESS_EVERY_S = 30.0  # how often concurrent trainings show their progress
 
 
+def share_of_cores(jobs: int) -> dict[str, str]:
+    """The environment that gives each of ``jobs`` processes started at once its share of the cores."""
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
 def _train_at_once(stages: list[Stage], jobs: int, out: TextIO) -> int:
     """Runs training ``stages`` ``jobs`` at a time, each a ``python -m lakeshift`` process with its share of
     the cores and its output lines prefixed with its name; returns the first failure's exit status."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    env["PYTHONUNBUFFERED"] = "1"  # each line reaches the terminal as it is written
-    print(f"\n== train: {len(stages)} models, {jobs} at a time, {threads} thread(s) each", file=out)
+    # PYTHONUNBUFFERED: each line reaches the terminal as it is written
+    env = {**os.environ, **share_of_cores(jobs), "PYTHONUNBUFFERED": "1"}
+    print(
+        f"\n== train: {len(stages)} models, {jobs} at a time, {env['OMP_NUM_THREADS']} thread(s) each",
+        file=out,
+    )
     lock = threading.Lock()
     progress: dict[str, str] = {}  # each running training's latest progress bar (redrawn with "\r")
 
