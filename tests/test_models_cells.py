@@ -429,3 +429,104 @@ def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--cell-grids every: needs first or every and a cells model" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+ALL_COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
+
+
+def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> list[int]:
+    messages = [
+        {"role": "user", "content": formats.render(m, input_format)},
+        {"role": "assistant", "content": traces.completion(m, m.optimal_path(), cot)},
+    ]
+    return tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
+
+
+@given(
+    random_maps(max_size=5, hole_probs=(0.25,)),
+    st.sampled_from(["grid", "table", "desc"]),
+    st.sampled_from(ALL_COTS),
+    st.sampled_from(["first", "every"]),
+)
+@settings(max_examples=80, deadline=None)
+def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(tokenizer, m, input_format, cot, grids):
+    """Every prefix of a conversation gives its tokens the rows and columns the whole conversation gives
+    them: generation, which has no later tokens, sees what training saw."""
+    tables = lookup_tables({**cell_tables(tokenizer, moves=True), "cell_grids": grids})
+    ids = _conversation_ids(tokenizer, m, input_format, cot)
+    rows, cols = cell_positions(ids, tables)
+    for end in range(1, len(ids)):
+        assert cell_positions(ids[:end], tables) == (rows[:end], cols[:end]), end
+
+
+def _cells_model(grids: str, *, moves: bool, shift: bool = False, compose: bool = False) -> tuple[Any, Any]:
+    import torch
+
+    from lakeshift.models.cells import register
+    from lakeshift.models.tokenizer import build_structured_tokenizer
+
+    tokenizer = build_structured_tokenizer([])
+    config_class, model_class = register()
+    config = config_class(
+        **cell_tables(tokenizer, moves=moves, compose=compose),
+        cell_shift=shift,
+        cell_grids=grids,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    model = model_class(config)
+    # random cell embeddings large enough that a wrong row or column changes the logits visibly
+    with torch.no_grad():
+        model.model.embed_tokens.row.weight[1:].normal_(0, 1.0)
+        model.model.embed_tokens.col.weight[1:].normal_(0, 1.0)
+    return model.eval(), tokenizer
+
+
+@pytest.mark.parametrize(
+    "grids, moves, shift, compose",
+    [
+        ("first", False, False, False),
+        ("first", True, False, False),
+        ("every", True, False, False),
+        ("every", True, True, False),
+        ("every", True, True, True),
+    ],
+    ids=["first", "first-walk", "every-walk", "every-walk-shift", "every-walk-shift-compose"],
+)
+def test_the_logits_at_each_position_are_those_of_the_prefix_alone(grids, moves, shift, compose) -> None:
+    """For every cells configuration and every CoT format, each position's logits computed from the
+    prefix ending there equal those of one pass over the whole sequence (position rules never look ahead)."""
+    import torch
+
+    model, tokenizer = _cells_model(grids, moves=moves, shift=shift, compose=compose)
+    m = traces_map()
+    for input_format, cot in [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc")]:
+        ids = _conversation_ids(tokenizer, m, input_format, cot)
+        n = len(ids)
+        # every prefix as one row, right-padded: with causal attention the pads after a prefix change
+        # nothing but what a look-ahead rule would read from them
+        batch = torch.zeros(n, n, dtype=torch.long)
+        mask = torch.zeros(n, n, dtype=torch.long)
+        for end in range(1, n + 1):
+            batch[end - 1, :end] = torch.tensor(ids[:end])
+            mask[end - 1, :end] = 1
+        with torch.no_grad():
+            full = model(torch.tensor([ids])).logits[0]
+            prefixes = model(batch, attention_mask=mask).logits
+        last = prefixes[torch.arange(n), torch.arange(n)]
+        worst = (last - full).abs().amax(dim=-1)
+        assert torch.all(worst < 1e-4), (input_format, cot, int(torch.argmax(worst)))
+
+
+def traces_map() -> Any:
+    """The map of the paper's Figure 3 (rows ``FGF FHF FSH``)."""
+    from lakeshift.env import FrozenLakeMap
+
+    return FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])

@@ -10,8 +10,9 @@ column, added to its token embedding, so "the cell at (2,2)" and the coordinate 
 vector and attention can match them directly:
 
 - the cells of the first grid of the sequence (the map of the ``grid`` input format: rows of ``.PGX``
-  cells, the first of each row a bare character, the others with their two spaces; a grid starts after a
-  newline) get their 1-based row and column;
+  cells, the first of each row a bare character, the others with their two spaces; a grid starts at the
+  bare cell right after the ``Grid:`` line, a row at one after a newline, and ends at any other token) get
+  their 1-based row and column;
 - every coordinate token ``(r,c)`` (the ``coords`` and ``astar`` CoTs, with or without its leading space)
   gets ``r`` and ``c``, wherever it is;
 - every move token of an answer (``\boxed{DOWN, RIGHT}`` after the first grid; the models a named size
@@ -20,6 +21,9 @@ vector and attention can match them directly:
   where the player *would be*, not what is there: holes and the goal are still the model's to read. Moves
   in prose (``moving DOWN or RIGHT`` of the desc CoT) get none;
 - every other token gets index 0, whose embedding is zero.
+
+The rule is causal: a token's row and column depend only on it and the tokens before it, so generation
+(which has no later tokens) gives every token what training gave it.
 
 Why the walk: fine-tuned for 15 minutes on grid / no CoT, ``mini-cells-base`` without it lost every one of
 its 54 failed id-test maps by walking into a hole: it knew where the goal was but not which cell its
@@ -60,7 +64,7 @@ Auto classes by :func:`register` so checkpoints save and load like any other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 MAX_CELL = 31  # rows and columns 1..30 (MAX_MAP_SIZE); 0 = not a cell
@@ -104,10 +108,25 @@ def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> d
         "cell_first": sorted(vocab[s] for s in GRID_CELLS if s in vocab),
         "cell_rest": sorted(vocab[f"  {s}"] for s in GRID_CELLS if f"  {s}" in vocab),
         "cell_newline": vocab["\n"],
+        "cell_header": header_ids(tokenizer),
         "cell_moves": walk,
         "cell_start": sorted(vocab[piece] for piece in ("P", "  P") if moves and piece in vocab),
         "cell_box": vocab.get("\\boxed{", -1) if moves else -1,
     }
+
+
+def header_ids(tokenizer: Any) -> list[int]:
+    """The tokens of the line that opens every grid (``Grid:`` and its newline): a grid starts after them."""
+    from lakeshift.formats.grid import HEADER
+
+    return list(tokenizer.encode(HEADER + "\n", add_special_tokens=False))
+
+
+def set_header(model: Any, tokenizer: Any) -> None:
+    """Gives a cells model saved without ``cell_header`` (an older checkpoint) the grid header of its
+    tokenizer, so that its grids start where the causal rule says (module doc)."""
+    model.config.cell_header = header_ids(tokenizer)
+    model.model.embed_tokens.tables["header"] = tuple(model.config.cell_header)
 
 
 def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +136,7 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "first": set(fields["cell_first"]),
         "rest": set(fields["cell_rest"]),
         "newline": fields["cell_newline"],
+        "header": tuple(fields.get("cell_header") or ()),
         "moves": {int(k): tuple(v) for k, v in fields.get("cell_moves", {}).items()},
         "start": set(fields.get("cell_start", [])),
         "box": fields.get("cell_box", -1),
@@ -133,27 +153,17 @@ def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], l
 class CellWalker:
     """:func:`cell_positions` fed a sequence piece by piece (generation: the prompt, then a token per step).
 
-    Each piece gets exactly what :func:`cell_positions` of the whole sequence so far gives it, in O(piece):
-    only the last token's reading waits for the token after it (does a grid start there?), so the walker
-    keeps its state before that token and reads it again with the next piece.
+    Each piece gets exactly what :func:`cell_positions` of the whole sequence gives it: the rule is causal
+    (a token's row and column depend on it and the tokens before it only), so the walker keeps the state
+    after the last token and reads on.
     """
 
     def __init__(self, tables: dict[str, Any]) -> None:
         self.tables = tables
-        self._before_last = _Walk()
-        self._last: int | None = None
+        self._walk = _Walk()
 
     def feed(self, ids: list[int]) -> tuple[list[int], list[int]]:
-        seq = ([] if self._last is None else [self._last]) + list(ids)
-        walk = replace(self._before_last)
-        out: list[tuple[int, int]] = []
-        for i, tok in enumerate(seq):
-            if i == len(seq) - 1:
-                self._before_last = replace(walk)
-            out.append(walk.step(tok, seq[i + 1] if i + 1 < len(seq) else None, self.tables))
-        if seq:
-            self._last = seq[-1]
-        out = out[len(seq) - len(ids) :]
+        out = [self._walk.step(tok, self.tables) for tok in ids]
         return [r for r, _ in out], [c for _, c in out]
 
 
@@ -169,17 +179,21 @@ class _Walk:
     start: tuple[int, int] | None = None
     here: tuple[int, int] = (0, 0)
     walking: bool = False  # the previous token was a move of an answer
-    prev: int | None = None
+    recent: tuple[int, ...] = ()  # the last tokens read, as many as the grid header has
 
-    def step(self, tok: int, following: int | None, tables: dict[str, Any]) -> tuple[int, int]:
-        """Reads ``tok`` (``following``: the next token if known) and returns its row and column."""
-        prev, self.prev = self.prev, tok
+    def step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int]:
+        """Reads ``tok`` and returns its row and column."""
+        header = tables["header"]
+        prev = self.recent[-1] if self.recent else None
+        after_header = bool(header) and self.recent == header
+        self.recent = (*self.recent, tok)[-max(len(header), 1) :]
         if tok in tables["coords"]:
             self.walking = False
             return tables["coords"][tok]
-        # (a bare cell character starts a grid only when a spaced cell follows it: not a stray ".")
+        # A grid starts with a bare cell right after the ``Grid:`` line; its later rows with one after a
+        # newline. (Deciding from the tokens before, never after: generation has no later tokens.)
         starts_row = tok in tables["first"] and prev == tables["newline"]
-        starts_grid = starts_row and following in tables["rest"]
+        starts_grid = tok in tables["first"] and after_header
         if self.state == "done" and tables["every"] and starts_grid:
             self.state, self.row = "before", 0  # a later grid (one a grid CoT redraws): read it too
         if self.state == "done":
@@ -192,7 +206,7 @@ class _Walk:
             r, c = self.start if boxed else self.here
             self.here = (min(max(r + dr, 1), self.height), min(max(c + dc, 1), self.width))
             return self.here
-        if starts_row and (self.state == "inside" or starts_grid):
+        if (self.state == "inside" and starts_row) or (self.state == "before" and starts_grid):
             self.state, self.row, self.col = "inside", self.row + 1, 1
         elif self.state == "inside" and tok in tables["rest"] and self.col:
             self.col += 1
@@ -260,6 +274,7 @@ def register() -> tuple[type, type]:
             cell_first: list[int] | None = None,
             cell_rest: list[int] | None = None,
             cell_newline: int = -1,
+            cell_header: list[int] | None = None,
             cell_moves: dict[str, list[int]] | None = None,
             cell_start: list[int] | None = None,
             cell_shift: bool = False,
@@ -271,6 +286,7 @@ def register() -> tuple[type, type]:
             self.cell_first = cell_first or []
             self.cell_rest = cell_rest or []
             self.cell_newline = cell_newline
+            self.cell_header = cell_header or []
             self.cell_moves = cell_moves or {}
             self.cell_start = cell_start or []
             self.cell_shift = cell_shift

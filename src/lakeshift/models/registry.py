@@ -99,6 +99,13 @@ def _causal_types() -> set[str]:
     return set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a lakeshift training run folder (SFT, GRPO or pretraining): it has ``run.json``.
+    The only non-empty folders ``train --out`` writes into: checkpoint rotation, the model card and the
+    metrics log would otherwise delete or overwrite a user's own ``checkpoint-N/``, ``README.md``, ..."""
+    return (path / RUN_FILE).is_file()
+
+
 def model_folder(path: Path) -> Path:
     """The weights folder of ``path``: a training run folder's ``model/`` or the folder itself."""
     if (path / RUN_FILE).is_file() and (path / "model" / "config.json").is_file():
@@ -387,7 +394,10 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
         cells.register()
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
-    return cls.from_pretrained(spec.source, **kwargs)
+    model = cls.from_pretrained(spec.source, **kwargs)
+    if spec.model_type == cells.MODEL_TYPE and not getattr(model.config, "cell_header", None):
+        cells.set_header(model, load_processing(spec))
+    return model
 
 
 def tokenizer_of(processing: Any) -> Any:
