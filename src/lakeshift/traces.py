@@ -175,7 +175,12 @@ Distances = dict[Cell, int]
 
 
 def step_sentences(
-    m: FrozenLakeMap, pos: Cell, move: str, dist: Distances | Callable[[], Distances] | None = None
+    m: FrozenLakeMap,
+    pos: Cell,
+    move: str,
+    dist: Distances | Callable[[], Distances] | None = None,
+    *,
+    facts_only: bool = False,
 ) -> list[str]:
     """The description sentences for taking ``move`` at ``pos`` (rules in the module docstring).
 
@@ -185,6 +190,10 @@ def step_sentences(
         move: The move the path takes.
         dist: :func:`goal_distances` of ``m``, or a function returning it (called only when the move is not
             direct, the only case that needs distances); computed when omitted.
+        facts_only: leave out the sentences that compare shortest distances to the goal (``leads to a
+            longer path``, ``is just as short``, ``is shorter``): a safe direct direction the move does not
+            take then gets no sentence. What remains states the map's geometry and holes only, never which
+            move is better (the narration of a random walk, :func:`walk_completions`).
     """
     move = _normalise(move)
     direct = direct_moves(pos, m.goal)
@@ -196,7 +205,9 @@ def step_sentences(
         ]
         sentences.append(f"Thus, I will move {move}.")
         return sentences
-    if dist is None:
+    if facts_only:
+        dist = {}
+    elif dist is None:
         dist = goal_distances(m)
     elif callable(dist):
         dist = dist()
@@ -207,6 +218,8 @@ def step_sentences(
         # A safe neighbour of a cell that reaches the goal reaches it too, so ``nxt`` is always in ``dist``.
         if nxt in m.holes:
             sentences.append(f"However, there is a hole {d}, so I cannot move {d}.")
+        elif facts_only:
+            continue
         elif here is not None and dist[nxt] >= here:
             sentences.append(f"However, moving {d} leads to a longer path, so I will not move {d}.")
         elif chosen is not None and dist[nxt] < chosen:
@@ -252,14 +265,55 @@ def completions(
     Raises:
         ValueError: as :func:`completion`.
     """
+    _check_cots(cots)
+    moves = [_normalise(move) for move in path]
+    if all(cot == "none" for cot in cots):
+        return {cot: boxed(moves) for cot in cots}
+    return _traces(m, moves, _check_path(m, moves), cots, table_style, facts_only=False)
+
+
+def walk_completions(
+    m: FrozenLakeMap,
+    walk: Sequence[str],
+    cots: Sequence[str] = COT_FORMATS,
+    *,
+    table_style: str | None = None,
+) -> dict[str, str]:
+    r"""The assistant text of each CoT format for a *walk* in place of a plan: the same syntax as
+    :func:`completions`, for moves chosen any way (a random walk) that need not reach the goal.
+
+    The walk must stay on the map, never enter a hole, and reach the goal at most with its last move (the
+    episode ends there). Description sentences state facts only (``facts_only`` of :func:`step_sentences`),
+    so the narration of a walk never says which move is better. ``oxed{...}`` holds the walk's moves.
+
+    Raises:
+        ValueError: unknown ``cots`` or ``astar`` (a search trace is not a walk's: it chooses its own
+            moves), or a walk that enters a hole, moves off the edge or passes the goal.
+    """
+    _check_cots(cots)
+    if "astar" in cots:
+        raise ValueError("astar has no walk trace: the search chooses its own path")
+    moves = [_normalise(move) for move in walk]
+    return _traces(m, moves, _check_walk(m, moves), cots, table_style, facts_only=True)
+
+
+def _check_cots(cots: Sequence[str]) -> None:
     for cot in cots:
         if cot not in COT_FORMATS:
             raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
-    moves = [_normalise(move) for move in path]
+
+
+def _traces(
+    m: FrozenLakeMap,
+    moves: list[str],
+    positions: list[Cell],
+    cots: Sequence[str],
+    table_style: str | None,
+    *,
+    facts_only: bool,
+) -> dict[str, str]:
+    """The completions of :func:`completions` / :func:`walk_completions` for moves visiting ``positions``."""
     answer = boxed(moves)
-    if all(cot == "none" for cot in cots):
-        return {cot: answer for cot in cots}
-    positions = _check_path(m, moves)
     header = f"This is a {m.size}x{m.size} map."
     path_texts: dict[str, str] = {}
     if "coords" in cots:
@@ -277,7 +331,8 @@ def completions(
             return dist
 
         sentences = [
-            " ".join(step_sentences(m, positions[i], move, distances)) for i, move in enumerate(moves)
+            " ".join(step_sentences(m, positions[i], move, distances, facts_only=facts_only))
+            for i, move in enumerate(moves)
         ]
     states: dict[str, list[str]] = {}
     for fmt in dict.fromkeys(_MAP_FORMAT[cot] for cot in cots if cot not in PATH_COTS):
@@ -736,6 +791,18 @@ def _normalise(move: str) -> str:
     if move not in DELTAS:
         raise ValueError(f"unknown move {move!r} (expected UP, DOWN, LEFT, RIGHT or U, D, L, R)")
     return move
+
+
+def _check_walk(m: FrozenLakeMap, moves: list[str]) -> list[Cell]:
+    """The positions along a safe walk (start first): on the map, no hole, the goal at most at the end."""
+    rollout = m.simulate(moves)
+    if rollout.fell_at is not None:
+        raise ValueError(f"the walk falls into a hole at move {rollout.fell_at}")
+    if rollout.off_edge_moves:
+        raise ValueError("the walk moves off the edge of the map")
+    if rollout.reached_goal_at is not None and rollout.reached_goal_at != len(moves):
+        raise ValueError("the walk passes the goal: a walk ends where it reaches it")
+    return list(rollout.positions)
 
 
 def _check_path(m: FrozenLakeMap, moves: list[str]) -> list[Cell]:
