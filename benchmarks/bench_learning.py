@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,8 @@ SUITE = {
         },
     ],
 }
-INPUTS = "grid,desc"
-COTS = "none,coords,desc,grid+desc"
+INPUTS = "grid,desc,table"
+COTS = "none,coords,desc,grid+desc,grid,table,table+desc,astar"
 SPLITS = ("id-test", "ood-size", "ood-dist")
 
 
@@ -99,6 +100,17 @@ LOCAL_BASES = {
 }
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
+#: Every CoT format, each with the input whose map it redraws (the paper's pairing), and no CoT.
+TRACE_FORMATS = (
+    ("grid", "grid+desc"),
+    ("desc", "desc"),
+    ("grid", "grid"),
+    ("grid", "none"),
+    ("table", "table+desc"),
+    ("table", "table"),
+    ("grid", "astar"),
+    ("grid", "coords"),
+)
 ARMS = [
     arm("grid", "coords", "mini", 20, batch_size=32, lr=3e-3),
     arm("grid", "coords", "mini", 35, batch_size=32, lr=3e-3),
@@ -128,6 +140,12 @@ ARMS = [
     *(arm("grid", "none", "mini-cells-shift-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
     # ... and whose coordinate tokens are composed of trained row and column embeddings (the coords CoT).
     *(arm("grid", "coords", "mini-cells-compose-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
+    # The trace-fluent base (configs/base-mini-cells-trace.yaml): every CoT format, no CoT as the control.
+    *(
+        arm(i, c, "mini-cells-trace-base", m, batch_size=32, lr=3e-3)
+        for m in (5, 15)
+        for i, c in TRACE_FORMATS
+    ),
 ]
 
 
@@ -227,11 +245,15 @@ def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
             by_size.setdefault(int(v["size"]), [0, 0])
             by_size[int(v["size"])][0] += bool(v["success"])
             by_size[int(v["size"])][1] += 1
+        faithful = [v["trace_faithful"] for v in verdicts if v.get("trace_faithful") is not None]
         row[split] = {
             "k": k,
             "n": n,
             "acc": round(k / n, 4) if n else None,
             "by_size": {str(s): f"{kk}/{nn}" for s, (kk, nn) in sorted(by_size.items())},
+            # the scorer's trace check (None for formats it cannot check, e.g. no CoT)
+            "faithful": sum(faithful) if faithful else None,
+            "verdicts": dict(sorted(Counter(str(v["verdict"]) for v in verdicts).items())),
         }
     return row
 
@@ -242,7 +264,11 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        cells = [f"{r[s]['k']}/{r[s]['n']} = {r[s]['acc']:.3f}" for s in SPLITS]
+        cells = [
+            f"{r[s]['k']}/{r[s]['n']} = {r[s]['acc']:.3f}"
+            + (f", faithful {r[s]['faithful']}" if r[s].get("faithful") is not None else "")
+            for s in SPLITS
+        ]
         lb = "-" if r["load_before"] is None else f"{r['load_before']:.1f}"
         lines.append(
             f"| {r['arm']} | {r['n_params']:,} | {r['steps']} | {lb}/{r['load_after_train']:.1f} | "

@@ -1,0 +1,103 @@
+"""How well a base model writes each CoT format: teacher-forced token accuracy on held-out random walks.
+
+    python benchmarks/bench_base_traces.py --model mini-cells-trace-base mini-cells-base --per-size 25
+
+For every trace format of the pretraining corpus (:data:`lakeshift.pretrain.TRACE_COTS`) it builds held-out
+``trace`` examples (the corpus's own code, maps of sizes 3-6 from a split and seed no corpus uses) and
+reports, per model and format, the share of answer tokens the model predicts right (argmax) given the true
+tokens before them, and the share of examples with every answer token right. Prints a Markdown table and,
+with ``--out``, writes one JSON line per model and format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from lakeshift.generate import Group, SplitSpec, generate_split
+from lakeshift.pretrain import TRACE_COTS, corpus_record
+
+HELD_OUT_SPLIT = "held-out-walks"  # a split name no corpus draws from: its own maps
+HELD_OUT_SEED = 7
+
+
+def examples(per_size: int, cot: str) -> list[dict]:
+    spec = SplitSpec(
+        name=HELD_OUT_SPLIT,
+        groups=tuple(Group(size=n, count=per_size, hole_prob=0.2) for n in (3, 4, 5, 6)),
+        train=True,
+    )
+    maps, _ = generate_split(spec, HELD_OUT_SEED)
+    return [corpus_record(m, i, HELD_OUT_SEED, tasks=("trace",), traces=(cot,)) for i, m in enumerate(maps)]
+
+
+def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict:
+    import torch
+
+    from lakeshift.models.registry import load_model, load_processing, resolve_model, tokenizer_of
+
+    spec = resolve_model(model_name)
+    model = load_model(spec).eval()
+    tokenizer = tokenizer_of(load_processing(spec))
+    right = total = exact = 0
+    for start in range(0, len(records), batch):
+        encoded = [
+            tokenizer.apply_chat_template(
+                r["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            )
+            for r in records[start : start + batch]
+        ]
+        for enc in encoded:  # one sequence at a time: no padding to get right
+            ids = torch.tensor([enc["input_ids"]])
+            mask = torch.tensor(enc["assistant_masks"][1:], dtype=torch.bool)
+            with torch.no_grad():
+                predicted = model(ids).logits[0, :-1].argmax(-1)
+            hits = (predicted == ids[0, 1:])[mask]
+            right += int(hits.sum())
+            total += int(hits.numel())
+            exact += bool(hits.all())
+    return {
+        "model": model_name,
+        "trace": cot,
+        "tokens": total,
+        "token_acc": right / total,
+        "exact": exact / len(records),
+        "n": len(records),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", nargs="+", required=True, help="models (names or folders) to compare")
+    parser.add_argument("--per-size", type=int, default=25, help="held-out maps per size 3-6 and format")
+    parser.add_argument("--traces", nargs="*", default=list(TRACE_COTS))
+    parser.add_argument("--out", type=Path, help="JSONL file for the rows")
+    args = parser.parse_args()
+    rows = []
+    for cot in args.traces:
+        records = examples(args.per_size, cot)
+        for name in args.model:
+            began = time.time()
+            row = accuracy(name, cot, records, batch=16)
+            row["seconds"] = round(time.time() - began, 1)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.out:
+        args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    print("| trace | " + " | ".join(args.model) + " |")
+    print("|---|" + "---|" * len(args.model))
+    for cot in args.traces:
+        cells = [
+            f"{r['token_acc']:.3f} ({r['exact']:.2f} exact)"
+            for name in args.model
+            for r in rows
+            if r["trace"] == cot and r["model"] == name
+        ]
+        print(f"| {cot} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
