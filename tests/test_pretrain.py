@@ -69,6 +69,51 @@ def test_a_record_is_the_map_only_prompt_plus_a_question_and_is_reproducible_alo
     assert ("\\boxed{" in assistant) == (a["task"] == "moves")
 
 
+#: The description sentences that compare shortest distances to the goal: planning knowledge.
+_DISTANCE = re.compile(r"leads to a longer path|is just as short|is shorter, but")
+
+
+@given(random_maps(max_size=7, hole_probs=(0.0, 0.2, 0.3)), st.integers(0, 2**20))
+@settings(max_examples=120, deadline=None)
+def test_a_trace_example_is_the_map_alone_and_a_cot_trace_of_a_random_walk_never_a_plan(
+    m: FrozenLakeMap, index: int
+) -> None:
+    from lakeshift.traces import walk_completions
+
+    rec = {"id": "m", "rows": m.rows}
+    example = corpus_record(rec, index, seed=4, tasks=("trace",))
+    assert example == corpus_record(rec, index, seed=4, tasks=("trace",))  # reproducible alone
+    cot, user = example["trace"], example["messages"][1]["content"]
+    answer = example["messages"][2]["content"]
+    assert cot in pretrain.TRACE_COTS and not _DISTANCE.search(answer)
+    moves = extract(answer).moves
+    rendered = formats.render(m, example["map_format"])
+    if cot == "astar":
+        # a search for a named target that is neither the start nor the goal: never a plan to the goal
+        assert user.startswith(rendered + "\nTarget: (")
+        target = _cells(user.rsplit("Target: ", 1)[1])[0]
+        assert target not in (m.start, m.goal, *m.holes)
+        moved = FrozenLakeMap(m.size, m.holes, m.start, target)
+        assert moved.simulate(moves).success and not m.simulate(moves).success
+        assert re.search(rf"\({target[0] + 1},{target[1] + 1}\) g\d+ h0 goal\n", answer)
+    else:
+        # the map-only prompt, and the walk's trace in the CoT's own syntax
+        assert user == rendered
+        assert answer == walk_completions(m, moves, (cot,))[cot]
+        rollout = m.simulate(moves)
+        assert rollout.fell_at is None and not rollout.off_edge_moves
+
+
+def test_every_trace_format_is_drawn_and_old_configs_keep_their_corpus() -> None:
+    rec = {"id": "m", "rows": ["SFFF", "FHFH", "FFFH", "HFFG"]}
+    drawn = {corpus_record(rec, i, seed=1, tasks=("trace",))["trace"] for i in range(200)}
+    assert drawn == set(pretrain.TRACE_COTS)
+    # a config without tasks (the shipped mini-cells-base) draws exactly what it drew before traces existed
+    assert [corpus_record(rec, i, seed=1) for i in range(20)] == [
+        corpus_record(rec, i, seed=1, tasks=("walk", "moves")) for i in range(20)
+    ]
+
+
 def _config(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "base.yaml"
     path.write_text(text, encoding="utf-8")
@@ -89,6 +134,11 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
         (GOOD.replace("max_steps: 2", "lr_peak: 2"), ":6: train.lr_peak: unknown key"),
         (GOOD.replace("max_steps: 2", "bf16: 1"), ":6: train.bf16: expected true or false, got 1"),
         ("corpus:\n  maps: {3: 1}\n", "train: expected train: with at least model:"),
+        (GOOD.replace("seed: 2", "tasks: [trace, plan]"), ":2: corpus.tasks: unknown name 'plan'"),
+        (GOOD.replace("seed: 2", "tasks: trace"), ":2: corpus.tasks: expected a list of names"),
+        (GOOD.replace("seed: 2", "traces: [grid, grid]"), ":2: corpus.traces: a name is listed twice"),
+        (GOOD.replace("seed: 2", "traces: [none]"), ":2: corpus.traces: unknown name 'none'"),
+        (GOOD.replace("max_steps: 2", "cell_grids: all"), ":6: train.cell_grids: expected one of first"),
     ],
 )
 def test_bad_configs_are_one_line_naming_file_line_and_key(tmp_path: Path, text: str, needle: str) -> None:

@@ -256,3 +256,63 @@ def test_completions_errors() -> None:
         traces.completions(m, ["DOWN", "RIGHT"], ("desc", "tree"))
     with pytest.raises(ValueError, match="falls into a hole"):
         traces.completions(m, ["RIGHT", "DOWN"], ("none", "grid"))
+
+
+#: The description sentences that compare shortest distances to the goal (planning knowledge).
+DISTANCE_SENTENCE = re.compile(
+    r" (However, moving \w+ leads to a longer path, so I will not move \w+\.|"
+    r"Moving \w+ is safe, but moving \w+ is just as short\.|Moving \w+ is shorter, but I will move \w+\.)"
+)
+WALK_COTS = tuple(c for c in traces.COT_FORMATS if c != "astar")
+
+
+@given(solved_maps())
+@settings(max_examples=150, deadline=None)
+def test_a_plan_written_as_a_walk_is_its_plan_trace_without_the_distance_sentences(
+    solved: tuple[FrozenLakeMap, list[str]],
+) -> None:
+    """A walk's trace has the exact syntax of the CoT: for a walk that is a plan, it is the plan's own trace
+    minus the sentences that compare shortest distances (which a walk's narration never states)."""
+    m, path = solved
+    plan = traces.completions(m, path, WALK_COTS)
+    walk = traces.walk_completions(m, path, WALK_COTS)
+    for cot in WALK_COTS:
+        assert walk[cot] == DISTANCE_SENTENCE.sub("", plan[cot]), cot
+
+
+@given(solved_maps(), st.integers(0, 2**32), st.sampled_from(WALK_COTS))
+@settings(max_examples=150, deadline=None)
+def test_a_random_walk_trace_reads_back_as_the_walk_and_states_facts_only(
+    solved: tuple[FrozenLakeMap, list[str]], seed: int, cot: str
+) -> None:
+    from lakeshift.pretrain import safe_walk
+
+    m, _ = solved
+    cells, moves = safe_walk(m, random.Random(seed))
+    text = traces.walk_completions(m, moves, (cot,))[cot]
+    assert text.endswith(traces.boxed(moves)) and not DISTANCE_SENTENCE.search(text)
+    steps = traces.parse_steps(text, cot, m)
+    if cot != "none":
+        assert [s.error for s in steps] == [None] * len(steps)
+    if cot == "coords":
+        assert [s.cell for s in steps] == cells[1:]
+    elif cot != "none":
+        assert [s.move for s in steps] == moves
+    for step, cell in zip(steps, cells[1:], strict=False):
+        if step.state is not None:
+            assert step.state.player == cell
+
+
+def test_a_walk_must_stay_safe_and_end_where_it_reaches_the_goal() -> None:
+    with pytest.raises(ValueError, match="hole"):
+        traces.walk_completions(FIG3, ["RIGHT"], ("grid",))
+    with pytest.raises(ValueError, match="edge"):
+        traces.walk_completions(FIG3, ["DOWN"], ("grid",))
+    with pytest.raises(ValueError, match="passes the goal"):
+        traces.walk_completions(FIG3, ["LEFT", "UP", "UP", "RIGHT", "RIGHT"], ("grid",))
+    with pytest.raises(ValueError, match="astar"):
+        traces.walk_completions(FIG3, ["LEFT"], ("astar",))
+    # a walk that stops short is a walk: its trace ends with its own moves
+    assert traces.walk_completions(FIG3, ["LEFT", "UP"], ("coords",))["coords"] == (
+        "(3,2) (3,1) (2,1)\n\\boxed{LEFT, UP}"
+    )

@@ -21,6 +21,20 @@ goal chosen by a search, no test map (its maps come from their own split and see
       user:      <map>\nPath: (1,1) (1,2) (2,2)
       assistant: \boxed{RIGHT, DOWN}
 
+- ``trace`` (chosen in a config's ``corpus.tasks``): the map alone, as the ``map-only`` prompt gives it, and
+  the answer a CoT format (``corpus.traces``, by default every one of :data:`TRACE_COTS`) would write, for a
+  random walk instead of a plan (:func:`lakeshift.traces.walk_completions`: the CoT's exact syntax, the
+  same renderer). The walk takes random safe moves (never off the map or into a hole, turning back only at
+  a dead end) and ends after a random number of moves or where it reaches the goal; it is never chosen to
+  reach the goal. Its narration states facts only: the sentences that compare shortest distances to the
+  goal (``leads to a longer path``, ``is just as short``, ``is shorter``) are planning knowledge and are
+  left out (a safe direct direction the walk does not take gets no sentence). ``astar`` has no walk: its
+  example searches for a random target cell (neither start nor goal), named on a last prompt line
+  ``Target: (r,c)``, so its trace is A* on the map with the goal moved there, never a plan to the goal::
+
+      user:      <map>
+      assistant: Grid:\n.  G  .\nP  X  .\n.  .  X\n...\n\boxed{UP, ...}
+
 Each example draws its format, task and moves from its own RNG (``seed`` and its index), so any example can be
 regenerated alone. The core imports no ML library.
 """
@@ -40,9 +54,13 @@ from lakeshift.generate import Group, SplitSpec, generate_split
 from lakeshift.io import write_jsonl
 from lakeshift.prompts import SYSTEM_PROMPT
 from lakeshift.records import map_of
-from lakeshift.traces import boxed, cell_text
+from lakeshift.traces import COT_FORMATS, astar_search, astar_text, boxed, cell_text, walk_completions
 
-TASKS: tuple[str, ...] = ("walk", "moves")
+TASKS: tuple[str, ...] = ("walk", "moves", "trace")
+#: The tasks of a config that names none (the shipped ``mini-cells-base``).
+DEFAULT_TASKS: tuple[str, ...] = ("walk", "moves")
+#: The CoT formats a ``trace`` example writes (every format with a trace).
+TRACE_COTS: tuple[str, ...] = tuple(c for c in COT_FORMATS if c != "none")
 #: The input formats the corpus renders maps in (the text formats of the study).
 CORPUS_INPUTS: tuple[str, ...] = ("grid", "table", "desc")
 #: The ``input_format`` / ``cot_format`` names of a corpus record (it mixes formats and has no CoT).
@@ -71,8 +89,10 @@ def walk_example(m: FrozenLakeMap, rng: random.Random) -> tuple[str, str]:
     return "Walk: " + ", ".join(moves), f"{read}\nwalk {_cells(rollout.positions[1:])} {outcome}"
 
 
-def moves_example(m: FrozenLakeMap, rng: random.Random) -> tuple[str, str]:
-    """The ``moves`` question and answer for map ``m``: a random walk over safe cells from the start."""
+def safe_walk(m: FrozenLakeMap, rng: random.Random) -> tuple[list[tuple[int, int]], list[str]]:
+    """A random walk over safe cells from the start: its cells (start first) and moves. It never leaves the
+    map or enters a hole, turns back only at a dead end, and stops after a random number of moves
+    (1 to twice the size) or where it reaches the goal."""
     pos, cells, moves = m.start, [m.start], []
     for _ in range(_walk_length(rng, m.size)):
         options = [(move, nxt) for move in DELTAS if (nxt := m.step(pos, move)) != pos and nxt not in m.holes]
@@ -85,13 +105,55 @@ def moves_example(m: FrozenLakeMap, rng: random.Random) -> tuple[str, str]:
         cells.append(pos)
         if pos == m.goal:
             break
+    return cells, moves
+
+
+def moves_example(m: FrozenLakeMap, rng: random.Random) -> tuple[str, str]:
+    """The ``moves`` question and answer for map ``m``: a :func:`safe_walk` as coordinates, then its moves."""
+    cells, moves = safe_walk(m, rng)
     if not moves:  # a start walled in by holes and edges cannot be on a solvable map, but stay total
         return "Path: " + cell_text(m.start), boxed([])
     return "Path: " + _cells(cells), boxed(moves)
 
 
-def corpus_record(map_record: Mapping[str, Any], index: int, seed: int) -> dict[str, Any]:
-    """Corpus example ``index``: the map of ``map_record`` in a random text format with a random task.
+def trace_example(m: FrozenLakeMap, rng: random.Random, cot: str) -> tuple[str, str, str]:
+    """The ``trace`` example for map ``m`` in CoT format ``cot``: the extra prompt text (empty, or the
+    ``Target:`` line of ``astar``), the trace (see the module doc) and its format (``coords`` for an
+    ``astar`` example on a map without a cell to search for)."""
+    if cot == "astar":
+        targets = sorted(c for c in _reachable(m) if c not in (m.start, m.goal))
+        if targets:
+            target = rng.choice(targets)
+            moved = FrozenLakeMap(m.size, m.holes, m.start, target)
+            run = astar_search(moved)
+            return "\nTarget: " + cell_text(target), astar_text(moved, run.parent_chain(target)), cot
+        cot = "coords"  # a map whose only safe cells are its start and goal has no target to search for
+    _, moves = safe_walk(m, rng)
+    return "", walk_completions(m, moves, (cot,))[cot], cot
+
+
+def _reachable(m: FrozenLakeMap) -> set[tuple[int, int]]:
+    """The cells a walk from the start can reach without entering a hole."""
+    seen, todo = {m.start}, [m.start]
+    while todo:
+        cell = todo.pop()
+        for move in DELTAS:
+            nxt = m.step(cell, move)
+            if nxt not in seen and nxt not in m.holes:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def corpus_record(
+    map_record: Mapping[str, Any],
+    index: int,
+    seed: int,
+    tasks: Sequence[str] = DEFAULT_TASKS,
+    traces: Sequence[str] = TRACE_COTS,
+) -> dict[str, Any]:
+    """Corpus example ``index``: the map of ``map_record`` in a random text format with a random task of
+    ``tasks`` (a ``trace`` in a random CoT format of ``traces``).
 
     Raises:
         LakeshiftError: the map record is invalid (names its id and field).
@@ -99,14 +161,21 @@ def corpus_record(map_record: Mapping[str, Any], index: int, seed: int) -> dict[
     rng = random.Random(f"lakeshift-pretrain:{seed}:{index}")
     m = map_of(map_record)
     input_format = rng.choice(CORPUS_INPUTS)
-    task = rng.choice(TASKS)
-    question, answer = (walk_example if task == "walk" else moves_example)(m, rng)
-    user = formats.render(m, input_format) + "\n" + question
+    task = rng.choice(tasks)
+    trace: dict[str, str] = {}
+    if task == "trace":
+        question, answer, cot = trace_example(m, rng, rng.choice(traces))
+        user = formats.render(m, input_format) + question
+        trace = {"trace": cot}
+    else:
+        question, answer = (walk_example if task == "walk" else moves_example)(m, rng)
+        user = formats.render(m, input_format) + "\n" + question
     return {
         "id": str(map_record.get("id", index)),
         "input_format": CORPUS_INPUT,
         "cot_format": CORPUS_COT,
         "task": task,
+        **trace,
         "map_format": input_format,
         "messages": [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -116,10 +185,15 @@ def corpus_record(map_record: Mapping[str, Any], index: int, seed: int) -> dict[
     }
 
 
-def corpus_records(map_records: Sequence[Mapping[str, Any]], seed: int) -> Iterator[dict[str, Any]]:
+def corpus_records(
+    map_records: Sequence[Mapping[str, Any]],
+    seed: int,
+    tasks: Sequence[str] = DEFAULT_TASKS,
+    traces: Sequence[str] = TRACE_COTS,
+) -> Iterator[dict[str, Any]]:
     """The corpus of a list of maps, one example per map, in order."""
     for index, rec in enumerate(map_records):
-        yield corpus_record(rec, index, seed)
+        yield corpus_record(rec, index, seed, tasks, traces)
 
 
 def corpus_spec(counts: Mapping[int, int], hole_prob: float) -> SplitSpec:
@@ -129,7 +203,13 @@ def corpus_spec(counts: Mapping[int, int], hole_prob: float) -> SplitSpec:
 
 
 def write_corpus(
-    data: Path, spec: SplitSpec, seed: int, *, progress: Callable[[int], None] | None = None
+    data: Path,
+    spec: SplitSpec,
+    seed: int,
+    *,
+    tasks: Sequence[str] = DEFAULT_TASKS,
+    traces: Sequence[str] = TRACE_COTS,
+    progress: Callable[[int], None] | None = None,
 ) -> Path:
     """Generates the corpus maps and examples into ``data/pretrain/`` (``maps.jsonl`` and
     ``sft/text__maptasks.jsonl``, the layout ``lakeshift train`` reads); returns the SFT file."""
@@ -137,7 +217,7 @@ def write_corpus(
     split_dir = data / spec.name
     write_jsonl(split_dir / "maps.jsonl", maps)
     sft = split_dir / "sft" / f"{CORPUS_INPUT}__{CORPUS_COT}.jsonl"
-    write_jsonl(sft, corpus_records(maps, seed))
+    write_jsonl(sft, corpus_records(maps, seed, tasks, traces))
     return sft
 
 
@@ -152,8 +232,9 @@ TRAIN_KEYS: dict[str, str | None] = {
     "max_steps": "positive_int",
     "warmup_steps": "nonnegative_int",
     "weight_decay": "nonnegative_float",
-    "seed": "nonnegative_int",
+    "seed": "seed",
     "bf16": "bool",
+    "cell_grids": "grids",
 }
 
 
@@ -165,21 +246,28 @@ class PretrainConfig:
     spec: SplitSpec
     seed: int
     train: dict[str, Any]
+    tasks: tuple[str, ...] = DEFAULT_TASKS
+    traces: tuple[str, ...] = TRACE_COTS
 
     def corpus_key(self) -> dict[str, Any]:
         """What the corpus depends on (a corpus on disk made from another key is stale)."""
         groups = [[g.size, g.count, g.hole_prob] for g in self.spec.groups]
-        return {"groups": groups, "seed": self.seed, "tasks": list(TASKS), "inputs": list(CORPUS_INPUTS)}
+        key = {"groups": groups, "seed": self.seed, "tasks": list(self.tasks), "inputs": list(CORPUS_INPUTS)}
+        return {**key, "traces": list(self.traces)} if "trace" in self.tasks else key
 
 
 def load_pretrain_config(path: str | Path) -> PretrainConfig:
     """Reads and validates a pretraining config (see ``configs/base-mini.yaml``).
 
+    Numbers come back as numbers (YAML 1.1 reads ``lr: 1e-3`` as a string, which training could not use).
+
     Raises:
-        LakeshiftError: naming file, line and key: unknown keys, bad numbers, sizes outside 2-30.
+        LakeshiftError: naming file, line and key: unknown keys, bad numbers, sizes outside 2-30 (the
+            cells the named sizes' tokenizer writes), a name that is not a string.
     """
     from lakeshift.config import load_yaml
     from lakeshift.generate import validate_group
+    from lakeshift.models.tokenizer import MAX_MAP_SIZE
 
     cfg = load_yaml(path)
     data = cfg.data
@@ -192,15 +280,19 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     if not isinstance(corpus, dict) or not isinstance(corpus.get("maps"), dict) or not corpus["maps"]:
         raise cfg.error("corpus", "expected corpus.maps: a mapping of map size to number of maps")
     for key in corpus:
-        if key not in ("maps", "hole_prob", "seed"):
-            raise cfg.error(f"corpus.{key}", "unknown key (expected maps, hole_prob, seed)")
+        if key not in ("maps", "hole_prob", "seed", "tasks", "traces"):
+            raise cfg.error(f"corpus.{key}", "unknown key (expected maps, hole_prob, seed, tasks, traces)")
+    tasks = _names(cfg, "corpus.tasks", corpus.get("tasks", list(DEFAULT_TASKS)), TASKS)
+    traces = _names(cfg, "corpus.traces", corpus.get("traces", list(TRACE_COTS)), TRACE_COTS)
     hole_prob = cfg.check_number("corpus.hole_prob", corpus.get("hole_prob", 0.2), "probability")
-    seed = cfg.check_number("corpus.seed", corpus.get("seed", 0), "nonnegative_int")
+    seed = cfg.check_number("corpus.seed", corpus.get("seed", 0), "seed")
     counts: dict[int, int] = {}
     for size, count in corpus["maps"].items():
         where = f"corpus.maps.{size}"
         if not str(size).isdigit():  # YAML keys arrive as strings
             raise cfg.error(where, f"a map size must be an integer, got {size!r}")
+        if int(size) > MAX_MAP_SIZE:
+            raise cfg.error(where, f"map sizes go up to {MAX_MAP_SIZE} (the cells the tokenizer writes)")
         counts[int(size)] = int(cfg.check_number(where, count, "positive_int"))
     spec = corpus_spec(counts, float(hole_prob))
     for size, group in zip(sorted(counts), spec.groups, strict=True):
@@ -210,6 +302,7 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
             raise cfg.error(f"corpus.maps.{size}", str(err)) from None
     if not isinstance(train, dict) or not isinstance(train.get("model"), str):
         raise cfg.error("train", "expected train: with at least model: (a named size such as mini)")
+    options: dict[str, Any] = {}
     for key, value in train.items():
         if key not in TRAIN_KEYS:
             raise cfg.error(f"train.{key}", f"unknown key (expected {', '.join(TRAIN_KEYS)})")
@@ -217,7 +310,27 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
         if rule == "bool":
             if not isinstance(value, bool):
                 raise cfg.error(f"train.{key}", f"expected true or false, got {value!r}")
+        elif rule == "grids":
+            from lakeshift.models.cells import GRIDS
+
+            if value not in GRIDS:
+                raise cfg.error(f"train.{key}", f"expected one of {', '.join(GRIDS)}, got {value!r}")
         elif rule:
-            cfg.check_number(f"train.{key}", value, rule)
-    name = str(data.get("name") or Path(path).stem)
-    return PretrainConfig(name, spec, int(seed), dict(train))
+            value = cfg.check_number(f"train.{key}", value, rule)
+        options[key] = value
+    name = data.get("name", Path(path).stem)
+    if not isinstance(name, str) or not name:
+        raise cfg.error("name", f"expected a name (a string), got {name!r}")
+    return PretrainConfig(name, spec, int(seed), options, tasks, traces)
+
+
+def _names(cfg: Any, where: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:
+    """A config's non-empty list of distinct names from ``allowed``."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise cfg.error(where, f"expected a list of names from {', '.join(allowed)}, got {value!r}")
+    for v in value:
+        if v not in allowed:
+            raise cfg.error(where, f"unknown name {v!r} (expected {', '.join(allowed)})")
+    if len(set(value)) != len(value):
+        raise cfg.error(where, f"a name is listed twice in {value!r}")
+    return tuple(value)
