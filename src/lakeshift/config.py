@@ -51,6 +51,7 @@ NUMBER_RULES: dict[str, tuple[type, float, bool, float | None, bool]] = {
     "positive_float": (float, 0, False, None, False),
     "nonnegative_float": (float, 0, True, None, False),
     "probability": (float, 0, False, 1, True),
+    "seed": (int, 0, True, 2**32, False),  # what torch, numpy and Python all accept
 }
 
 
@@ -82,16 +83,32 @@ def number_problem(value: Any, rule: str) -> str | None:
         if high is None:
             rng = f"{'>=' if low_incl else '>'} {low}"
         else:
-            rng = f"in {'[' if low_incl else '('}{low}, {high}{']' if high_incl else ')'}"
+            top = "2**32" if high == 2**32 else high
+            rng = f"in {'[' if low_incl else '('}{low}, {top}{']' if high_incl else ')'}"
         return f"must be {what} {rng}, got {value!r}"
     return None
+
+
+#: The deepest nesting of mappings and lists a config may have (real configs nest 4 or 5 levels).
+MAX_YAML_DEPTH = 64
+#: The most values (mapping entries, list items, scalars) a config may hold once its aliases are expanded:
+#: a few aliases can otherwise stand for billions of values ("billion laughs").
+MAX_YAML_VALUES = 100_000
+_STANDARD_TAGS = {
+    "mapping": "tag:yaml.org,2002:map",
+    "sequence": "tag:yaml.org,2002:seq",
+}
 
 
 def load_yaml(path: str | Path) -> SourcedConfig:
     """Parses a YAML file, recording the 1-based line of every mapping key and list item.
 
+    Hostile files are refused, not obeyed: an unknown tag (``!foo``), an alias that contains itself, more
+    than :data:`MAX_YAML_DEPTH` levels of nesting, or more than :data:`MAX_YAML_VALUES` values once aliases
+    are expanded. Every YAML reader of lakeshift goes through here.
+
     Raises:
-        LakeshiftError: the file is missing or is not valid YAML (with the line of the problem).
+        LakeshiftError: the file is missing, is not valid YAML, or is hostile (with the line of the problem).
     """
     import yaml
 
@@ -107,29 +124,67 @@ def load_yaml(path: str | Path) -> SourcedConfig:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise LakeshiftError(f"{where}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    except RecursionError:  # the composer recurses once per level of nesting
+        raise LakeshiftError(
+            f"{path}: invalid YAML (nested more than {MAX_YAML_DEPTH} levels deep)"
+        ) from None
     lines: dict[str, int] = {}
-    data = _to_python(node, "", lines, path) if node is not None else {}
+    data = _Converter(path, lines).value(node, "", ()) if node is not None else {}
     return SourcedConfig(path, data, lines)
 
 
-def _to_python(node: Any, key_path: str, lines: dict[str, int], path: Path) -> Any:
-    import yaml
+class _Converter:
+    """Turns a composed YAML node graph into Python values, line numbers recorded, hostile graphs refused."""
 
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            child = f"{key_path}.{key}" if key_path else key
-            if key in out:
-                raise LakeshiftError(f"{path}:{key_node.start_mark.line + 1}: duplicate key {child!r}")
-            lines[child] = key_node.start_mark.line + 1
-            out[key] = _to_python(value_node, child, lines, path)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for i, item in enumerate(node.value):
-            child = f"{key_path}[{i}]"
-            lines[child] = item.start_mark.line + 1
-            items.append(_to_python(item, child, lines, path))
-        return items
-    return yaml.SafeLoader(" ").construct_object(node, deep=True)
+    def __init__(self, path: Path, lines: dict[str, int]) -> None:
+        self.path = path
+        self.lines = lines
+        self.values = 0
+
+    def error(self, node: Any, message: str) -> LakeshiftError:
+        return LakeshiftError(f"{self.path}:{node.start_mark.line + 1}: invalid YAML ({message})")
+
+    def value(self, node: Any, key_path: str, parents: tuple[int, ...]) -> Any:
+        import yaml
+
+        self.values += 1
+        if self.values > MAX_YAML_VALUES:
+            raise self.error(
+                node, f"more than {MAX_YAML_VALUES:,} values once its aliases are expanded (alias bomb?)"
+            )
+        if id(node) in parents:
+            raise self.error(node, "an alias refers to a value that contains it")
+        if len(parents) >= MAX_YAML_DEPTH:
+            raise self.error(node, f"nested more than {MAX_YAML_DEPTH} levels deep")
+        inside = (*parents, id(node))
+        if isinstance(node, yaml.MappingNode):
+            self.check_tag(node, "mapping")
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise self.error(key_node, "a key must be a plain value, not a mapping or a list")
+                key = str(key_node.value)
+                child = f"{key_path}.{key}" if key_path else key
+                if key in out:
+                    raise LakeshiftError(
+                        f"{self.path}:{key_node.start_mark.line + 1}: duplicate key {child!r}"
+                    )
+                self.lines[child] = key_node.start_mark.line + 1
+                out[key] = self.value(value_node, child, inside)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            self.check_tag(node, "sequence")
+            items = []
+            for i, item in enumerate(node.value):
+                child = f"{key_path}[{i}]"
+                self.lines[child] = item.start_mark.line + 1
+                items.append(self.value(item, child, inside))
+            return items
+        try:
+            return yaml.SafeLoader(" ").construct_object(node, deep=True)
+        except yaml.YAMLError as err:  # an unknown tag (`!foo 1`), a malformed `!!int`, ...
+            raise self.error(node, str(getattr(err, "problem", None) or err).splitlines()[0]) from None
+
+    def check_tag(self, node: Any, kind: str) -> None:
+        if node.tag != _STANDARD_TAGS[kind]:
+            raise self.error(node, f"unknown tag {node.tag!r} on a {kind}")
