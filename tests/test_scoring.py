@@ -351,7 +351,7 @@ def test_maps_file_errors(tmp_path: Path) -> None:
     with pytest.raises(LakeshiftError, match="line 2: invalid map"):
         load_scoring_maps(path)
     path = write_jsonl(tmp_path / "dup.jsonl", [rec, rec])
-    with pytest.raises(LakeshiftError, match="map 2: duplicate map id"):
+    with pytest.raises(LakeshiftError, match="line 2: duplicate map id"):
         load_scoring_maps(path)
 
 

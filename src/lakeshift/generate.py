@@ -124,16 +124,27 @@ class SplitSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping, where: str = "split") -> SplitSpec:
-        """Builds a spec from a plain dict (suite files); unknown or bad fields raise LakeshiftError."""
+        """Builds a spec from a plain dict (suite files); unknown fields and fields of the wrong type
+        (``train: "no"``, ``groups: 5``, ``name: 7``) raise LakeshiftError; ``null`` means the default.
+        The groups' values are checked by :func:`validate_group`."""
+        if not isinstance(d, Mapping):
+            raise LakeshiftError(f"{where}: expected an object (a split spec), got {type(d).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         extra = set(d) - known
         if extra:
             raise LakeshiftError(f"{where}: unknown field(s) {sorted(extra)} (known: {sorted(known)})")
         if "name" not in d:
             raise LakeshiftError(f"{where}: missing field 'name'")
-        kw = dict(d)
+        kw = {k: v for k, v in d.items() if v is not None or k == "name"}
+        for key, (kinds, what) in _SPEC_FIELD_TYPES.items():
+            value = kw.get(key)
+            wrong = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+            if key in kw and wrong:
+                raise LakeshiftError(f"{where}: field {key!r} must be {what}, got {value!r}")
+        if not all(isinstance(name, str) for name in kw.get("exclude", ())):
+            raise LakeshiftError(f"{where}: field 'exclude' must be a list of split names")
         groups = []
-        for i, g in enumerate(kw.pop("groups", []) or []):
+        for i, g in enumerate(kw.pop("groups", [])):
             gknown = set(Group.__dataclass_fields__)
             if not isinstance(g, Mapping) or set(g) - gknown:
                 raise LakeshiftError(
@@ -146,6 +157,20 @@ class SplitSpec:
         kw["groups"] = tuple(groups)
         kw["exclude"] = tuple(kw.get("exclude", ()))
         return cls(**kw)
+
+
+#: The type of each field of a split spec in a suite file, and how a message names it.
+_SPEC_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "a string"),
+    "groups": ((list, tuple), "a list of groups"),
+    "train": ((bool,), "true or false"),
+    "tie_break": ((str,), "a string"),
+    "embed_source": ((str,), "a split name"),
+    "embed_size": ((int,), "an integer"),
+    "embed_hole_prob": ((int, float), "a number"),
+    "exclude": ((list, tuple), "a list of split names"),
+    "augment": ((str,), "a string"),
+}
 
 
 @dataclass

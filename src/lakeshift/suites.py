@@ -132,7 +132,7 @@ def load_suite(name_or_path: str) -> list[SplitSpec]:
     each split a :class:`~lakeshift.generate.SplitSpec` as a dict with ``groups`` as dicts).
 
     Raises:
-        LakeshiftError: an unknown name, or a file that is missing or malformed.
+        LakeshiftError: an unknown name, or a file that is missing, malformed or fails :func:`check_suite`.
     """
     if name_or_path in SUITES:
         return SUITES[name_or_path]()
@@ -154,7 +154,12 @@ def load_suite(name_or_path: str) -> list[SplitSpec]:
         data = load_yaml(path).data
     if not isinstance(data, Mapping) or not isinstance(data.get("splits"), list):
         raise LakeshiftError(f"{path}: expected an object with a list 'splits'")
-    return [SplitSpec.from_dict(s, f"{path}: splits[{i}]") for i, s in enumerate(data["splits"])]
+    specs = [SplitSpec.from_dict(s, f"{path}: splits[{i}]") for i, s in enumerate(data["splits"])]
+    try:  # before anything reads the specs (the resource estimate of `generate` does arithmetic on them)
+        check_suite(specs)
+    except LakeshiftError as err:
+        raise LakeshiftError(f"{path}: {err}") from None
+    return specs
 
 
 def check_suite(specs: Sequence[SplitSpec]) -> None:
@@ -189,18 +194,29 @@ def check_suite(specs: Sequence[SplitSpec]) -> None:
 
 # ----- readers ----------------------------------------------------------------------------------------------
 def load_maps(path: str | Path) -> list[dict[str, Any]]:
-    """The map records of a split folder (or of a ``maps.jsonl`` file), in file order.
+    """The map records of a split folder (or of a ``maps.jsonl`` file), in file order, each checked by
+    :func:`check_map_record`; ids are unique and the file holds at least one map. What every reader of
+    maps (``score``, ``stats``, ``show``, ``export``, ``report``, training) validates them with.
 
     Raises:
-        LakeshiftError: a missing file, or a line that is malformed or lacks a field (file, line, field).
+        LakeshiftError: a missing or empty file, a line that is malformed, lacks a field or disagrees with
+            its map, or an id seen before (file, line, field).
     """
     path = Path(path)
     if path.is_dir():
         path = path / "maps.jsonl"
     out = []
+    first_line: dict[str, int] = {}
     for lineno, rec in read_jsonl(path, required=MAP_FIELDS):
-        check_map_record(rec, f"{path}, line {lineno}")
+        where = f"{path}, line {lineno}"
+        check_map_record(rec, where)
+        rid = str(rec["id"])
+        if rid in first_line:
+            raise LakeshiftError(f"{where}: duplicate map id {rid!r} (also on line {first_line[rid]})")
+        first_line[rid] = lineno
         out.append(rec)
+    if not out:
+        raise LakeshiftError(f"{path}: no maps in file")
     return out
 
 
@@ -215,8 +231,9 @@ def _is_cell(value: Any) -> bool:
 def check_map_record(rec: Mapping[str, Any], where: str) -> FrozenLakeMap:
     """Validates one ``maps.jsonl`` record: the type of every field present (``"size": "five"`` and
     ``"start": "0,0"`` are errors), then the map itself as the scorer checks it (:func:`map_from_record`:
-    valid ``rows``, ``start``/``goal`` agreeing with them) and ``size`` agreeing with ``rows``. The one
-    validator behind ``stats``, ``show``, ``export``, ``score``, ``report`` and every other reader of maps.
+    valid ``rows``, ``start``/``goal`` agreeing with them), a solvable map, and ``size``, ``d_inf``,
+    ``optimal_length`` and the length of ``optimal_path`` agreeing with it (one breadth-first search). The
+    one validator behind ``stats``, ``show``, ``export``, ``score``, ``report`` and every reader of maps.
 
     Returns:
         The record's map.
@@ -249,6 +266,23 @@ def check_map_record(rec: Mapping[str, Any], where: str) -> FrozenLakeMap:
     if "size" in rec and rec["size"] != m.size:
         raise LakeshiftError(
             f"{where}: field 'size' is {rec['size']}, but 'rows' make a {m.size}x{m.size} map"
+        )
+    if "d_inf" in rec and rec["d_inf"] != m.d_inf:
+        raise LakeshiftError(
+            f"{where}: field 'd_inf' is {rec['d_inf']}, but start and goal are {m.d_inf} apart"
+        )
+    shortest = m.optimal_length
+    if shortest is None:
+        raise LakeshiftError(f"{where}: field 'rows': an unsolvable map (no safe path from start to goal)")
+    if "optimal_length" in rec and rec["optimal_length"] != shortest:
+        raise LakeshiftError(
+            f"{where}: field 'optimal_length' is {rec['optimal_length']}, but the map's shortest plan has "
+            f"{shortest} moves"
+        )
+    if "optimal_path" in rec and len(rec["optimal_path"]) != shortest:
+        raise LakeshiftError(
+            f"{where}: field 'optimal_path' has {len(rec['optimal_path'])} moves, but the map's shortest "
+            f"plan has {shortest}"
         )
     return m
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakeshift.commands import hole_probability, map_size, positive_float, positive_int
+from lakeshift.commands import hole_probability, map_size, positive_float, positive_int, seed
 from lakeshift.errors import LakeshiftError
 
 SHOW_FORMATS = ("desc", "table", "grid", "image")
@@ -47,9 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", help="'paper', 'tiny', or a .json/.yaml suite file (see below)")
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed,
         default=0,
-        help="suite seed; map i of split s depends on (seed, s, i) only (default 0)",
+        help="suite seed, 0 .. 2**32 - 1; map i of split s depends on (seed, s, i) only (default 0)",
     )
     p.add_argument(
         "--id-source",
@@ -231,6 +231,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif custom:
         if not args.sizes or args.count is None:
             raise LakeshiftError("a custom split needs --sizes and --count")
+        twice = sorted({n for n in args.sizes if args.sizes.count(n) > 1})
+        if twice:
+            raise LakeshiftError(
+                f"--sizes {' '.join(map(str, args.sizes))}: size {twice[0]} is given twice (each size is "
+                "one group of --count maps)"
+            )
         if args.id_source:
             raise LakeshiftError("--id-source applies to suites with id-train/id-test (e.g. --suite paper)")
         if args.tie_break not in TIE_BREAKS:
@@ -260,6 +266,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if augment is not None:
         specs = _with_augment(specs, augment, custom)
     from lakeshift import bounds
+    from lakeshift.suites import check_suite
+
+    check_suite(specs)  # the estimate below does arithmetic on every group: they must be valid first
 
     # Before any work: a run the machine cannot hold (memory, disk) or that would take absurdly long is one
     # clear line, not a hang (a 1000x1000 map's grid CoT alone is gigabytes).
