@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import tempfile
@@ -226,6 +227,14 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
 
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process's umask (read once: setting it to read it is not thread-safe)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Writes to a temporary file next to ``path`` and renames it into place only on success.
@@ -239,6 +248,8 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); the result gets the mode of any other new file.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
             yield f
         os.replace(tmp, path)
@@ -251,6 +262,17 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (what predictions and run folders record of the data they read)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
@@ -306,6 +328,11 @@ def check_output(
         if same_file(out, inp):
             raise LakeshiftError(
                 f"{option} {out} is the input {inp}: it would be overwritten; choose another"
+            )
+        if kind == "dir" and out.resolve() in Path(inp).resolve().parents:
+            raise LakeshiftError(
+                f"{option} {out} is a folder holding the input {inp}: writing there could destroy it; "
+                "choose another folder"
             )
     if not out.exists() and not out.is_symlink():
         _check_parents(out, option)
@@ -371,8 +398,8 @@ def is_parquet(path: Path) -> bool:
 # ----- one writer per output --------------------------------------------------------------------------------
 def lock_path(out: str | Path) -> Path:
     """The lock file of an output: ``.<name>.lock`` next to it (outside output folders, so it never shows
-    up among their files)."""
-    out = Path(out)
+    up among their files). Links are followed first: an output and a link to it are one file, one lock."""
+    out = Path(os.path.realpath(out))
     return out.parent / f".{out.name or 'out'}.lock"
 
 

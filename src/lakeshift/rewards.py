@@ -90,7 +90,7 @@ def parse_rewards(text: str, cot: str | None = None, option: str = "--reward") -
 
     Raises:
         LakeshiftError: an empty list, an unknown name, a name given twice, a weight that is not a finite
-            number, all weights zero, or ``faithful`` for a CoT format without a trace.
+            number >= 0, all weights zero, or ``faithful`` for a CoT format without a trace.
     """
     weights: dict[str, float] = {}
     for raw in text.split(","):
@@ -114,6 +114,12 @@ def parse_rewards(text: str, cot: str | None = None, option: str = "--reward") -
                 ) from None
             if not math.isfinite(weight):
                 raise LakeshiftError(f"{option} {text}: weight of {name!r} is not finite: {value.strip()}")
+            if weight < 0:
+                # GRPO would push the model away from what the reward names (a failing plan, a broken box).
+                raise LakeshiftError(
+                    f"{option} {text}: weight of {name!r} is negative ({value.strip()}); weights are >= 0 "
+                    "(leave a reward out rather than reward its opposite)"
+                )
         weights[name] = weight
     if not weights:
         raise LakeshiftError(f"{option} {text!r}: no reward named (choose from {', '.join(REWARDS)})")

@@ -14,14 +14,13 @@ Prompts (``--prompt``, :data:`PROMPTS`):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.io import png_problem, read_jsonl
+from lakeshift.io import file_sha256, png_problem, read_jsonl
 
 ROLES = ("system", "user", "assistant")
 PROMPTS = ("mirage", "map-only")
@@ -53,6 +52,10 @@ class SftSet:
     sha256: str
     prompt: str = "mirage"
 
+    def selected_sizes(self) -> list[int]:
+        """The map size of every record (those ``maps.jsonl`` gives)."""
+        return [self.sizes[r["id"]] for r in self.records if r.get("id") in self.sizes]
+
 
 def sft_path(data: str | Path, split: str, input_format: str, cot_format: str) -> Path:
     """The SFT file of a split and format pair, with a clear error listing what the folder has instead.
@@ -76,15 +79,6 @@ def sft_path(data: str | Path, split: str, input_format: str, cot_format: str) -
             f"{path}: not found; {split_dir / 'sft'} has input x cot: {', '.join(have) or 'nothing'}"
         )
     return path
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _map_sizes(split_dir: Path) -> dict[str, int]:
