@@ -60,6 +60,8 @@ class Cell:
         traced: Records with a CoT faithfulness check.
         first_move_ok: Plans whose first move lies on a shortest path (partial credit).
         progress: Sum of the records' ``progress`` (share of the start-goal distance covered).
+        sampled: Records with repeated samples (``pass_at_k``), ``pass_k`` and ``maj_k`` of them passed
+            and won by majority, ``ks`` their sample counts (:func:`lakeshift.scoring.score_samples`).
     """
 
     n: int = 0
@@ -72,6 +74,10 @@ class Cell:
     traced: int = 0
     first_move_ok: int = 0
     progress: float = 0.0
+    sampled: int = 0
+    pass_k: int = 0
+    maj_k: int = 0
+    ks: set[int] = field(default_factory=set)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n += 1
@@ -93,10 +99,34 @@ class Cell:
         if rec.get("trace_faithful") is not None:
             self.traced += 1
             self.faithful += bool(rec["trace_faithful"])
+        if "pass_at_k" in rec:
+            self.sampled += 1
+            self.pass_k += bool(rec["pass_at_k"])
+            self.maj_k += bool(rec["maj_at_k"])
+            if rec.get("n_samples"):
+                self.ks.add(int(rec["n_samples"]))
 
     @property
     def acc(self) -> float | None:
         return self.k / self.n if self.n else None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """pass@k: the share of maps one of whose samples succeeds (``None`` without samples)."""
+        return self.pass_k / self.sampled if self.sampled else None
+
+    @property
+    def maj_rate(self) -> float | None:
+        """maj@k: the share of maps whose most frequent plan succeeds (``None`` without samples)."""
+        return self.maj_k / self.sampled if self.sampled else None
+
+    @property
+    def k_label(self) -> str:
+        """The sample count K (``"2-4"`` when records differ; empty without samples)."""
+        if not self.ks:
+            return ""
+        lo, hi = min(self.ks), max(self.ks)
+        return str(lo) if lo == hi else f"{lo}-{hi}"
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -119,7 +149,8 @@ class Cell:
         return sum(self.correct_lengths) / len(self.correct_lengths) if self.correct_lengths else None
 
     def row(self) -> dict[str, Any]:
-        """Flat fields for CSV: n, k, acc, lo, hi, lengths, faithfulness and one column per verdict."""
+        """Flat fields for CSV: n, k, acc, lo, hi, lengths, faithfulness, one column per verdict and, with
+        repeated samples, ``samples`` (K), ``pass_at_k`` and ``maj_at_k``."""
         lo, hi = self.interval
         out: dict[str, Any] = {
             "n": self.n,
@@ -136,6 +167,8 @@ class Cell:
         }
         for v in VERDICTS:
             out[v] = self.verdicts.get(v, 0)
+        if self.sampled:
+            out.update(samples=self.k_label, pass_at_k=_r(self.pass_rate), maj_at_k=_r(self.maj_rate))
         return out
 
 
@@ -202,6 +235,10 @@ def pooled(cells: Iterable[Cell]) -> Cell:
         out.tokens = out.tokens and c.tokens
         out.faithful += c.faithful
         out.traced += c.traced
+        out.sampled += c.sampled
+        out.pass_k += c.pass_k
+        out.maj_k += c.maj_k
+        out.ks |= c.ks
     return out
 
 

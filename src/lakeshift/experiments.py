@@ -99,6 +99,7 @@ TRAIN_KEYS = {
 PREDICT_KEYS = {
     "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,
     "temperature": (int, float), "base_url": str, "api_key_env": str, "concurrency": int, "prompt": str,
+    "decoding": str, "samples": int,
 }  # fmt: skip
 MODEL_KEYS = {
     "name": str, "input": str, "cot": str, "zero_shot": bool, "model": str, "backend": str, "base_url": str,
@@ -127,7 +128,7 @@ NUMBER_KEYS = {
     "max_length": "positive_int", "max_minutes": "positive_float", "per_size": "positive_int",
     "max_new_tokens": "positive_int", "temperature": "nonnegative_float", "concurrency": "positive_int",
     "examples": "nonnegative_int", "seed": "nonnegative_int", "budget_minutes": "positive_float",
-    "train_jobs": "positive_int",
+    "train_jobs": "positive_int", "samples": "positive_int",
 }  # fmt: skip
 
 
@@ -510,6 +511,7 @@ def _plan_model(
     backend = pcfg.get("backend", "hf")
     if backend not in ("hf", "vllm", "openai"):
         raise cfg.error(f"{where}.backend", f"unknown backend {backend!r} (known: hf, vllm, openai)")
+    _check_decoding(cfg, pcfg, entry, where)
 
     if zero_shot:
         if not entry.get("model"):
@@ -616,6 +618,35 @@ def _train_stage(
     return stage
 
 
+def _check_decoding(
+    cfg: SourcedConfig, pcfg: Mapping[str, Any], entry: Mapping[str, Any], where: str
+) -> None:
+    """A model's ``decoding`` and ``samples`` as ``lakeshift predict`` would take them, checked at plan time.
+
+    Raises:
+        LakeshiftError: an unknown preset, a preset beside ``temperature``, or repeated greedy samples,
+            naming the key's line.
+    """
+    from lakeshift.models.generation import DECODING_PRESETS
+
+    def key_where(key: str) -> str:
+        return f"{where}.predict.{key}" if key in (entry.get("predict") or {}) else f"predict.{key}"
+
+    preset = pcfg.get("decoding")
+    if preset is not None and preset not in DECODING_PRESETS:
+        raise cfg.error(
+            key_where("decoding"), f"unknown decoding {preset!r} (known: {', '.join(DECODING_PRESETS)})"
+        )
+    if preset is not None and pcfg.get("temperature") is not None:
+        raise cfg.error(key_where("temperature"), f"decoding {preset} sets the temperature itself")
+    greedy = DECODING_PRESETS[preset][0] == 0 if preset is not None else not pcfg.get("temperature")
+    if pcfg.get("samples", 1) > 1 and greedy:
+        raise cfg.error(
+            key_where("samples"),
+            "repeated samples need sampled decoding (decoding: frozen_ood or a temperature > 0)",
+        )
+
+
 def _predict_stages(
     cfg: SourcedConfig,
     where: str,
@@ -660,7 +691,8 @@ def _predict_stages(
         stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
         if pcfg.get("backend", "hf") == "hf":  # API and vLLM rates are not this machine's
             groups = _limited(plan.groups.get(split, []), pcfg.get("per_size"), pcfg.get("limit"))
-            stage.estimate_s = bounds.predict_seconds(groups, entry["input"], entry["cot"])
+            one_pass = bounds.predict_seconds(groups, entry["input"], entry["cot"])
+            stage.estimate_s = one_pass * pcfg.get("samples", 1)
         stages.append(stage)
     return stages
 

@@ -22,6 +22,11 @@ added as rows of Tables 1, 3 and 5, labelled ``paper: Qwen2.5-VL-7B`` (moved asi
 name), with the columns the paper does not report (``Pooled``, the embedded column of Table 5) empty, and
 as dashed curves where the x-axis matches: accuracy vs size (Table 1) and vs d_inf on ``embed10-test``
 (Table 3), for the formats run locally (all of them with no local run).
+
+Decoding: a run whose predictions were not decoded greedily is named ``<model>@<decoding>`` (e.g.
+``grid__none@frozen_ood``; :func:`lakeshift.scoring.decoding_label`), so one model decoded two ways gives two
+rows, never one pooled row; ``report.html``'s summary lists the decodings seen. Repeated samples
+(``lakeshift predict --samples``) add pass@k and maj@k to the summary table and the long-form CSVs.
 """
 
 from __future__ import annotations
@@ -432,24 +437,38 @@ def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Tab
 
 def split_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Table | None:
     """Accuracy per run and split, pooled over sizes, with 95% Wilson intervals and n: how far a skill
-    learned in distribution carries out of it, next to the baselines on the same maps."""
+    learned in distribution carries out of it, next to the baselines on the same maps. With repeated
+    samples anywhere, pass@k and maj@k beside them (empty for runs without samples)."""
     splits = sorted({k[1] for k in by_split}, key=_split_order)
+    sampled = any(c.sampled for c in by_split.values())
+    columns = ["acc", "lo", "hi", "n", *(("pass@k", "maj@k") if sampled else ())]
     rows = []
     for run in runs:
         values: list[float | None] = []
         for split in splits:
             cell = by_split.get((run, split))
-            values += [cell.acc, *cell.interval, float(cell.n)] if cell and cell.n else [None] * 4
+            if not cell or not cell.n:
+                values += [None] * len(columns)
+                continue
+            values += [cell.acc, *cell.interval, float(cell.n)]
+            values += [cell.pass_rate, cell.maj_rate] if sampled else []
         if any(v is not None for v in values):
             rows.append((run_labels(run), values))
     if not rows:
         return None
+    title = "Accuracy per split, pooled over sizes: accuracy, 95% Wilson interval, maps."
+    if sampled:
+        ks = sorted({k for c in by_split.values() for k in c.ks})
+        title += (
+            f" pass@k: one of the k = {', '.join(map(str, ks))} samples succeeds; maj@k: the most frequent "
+            "plan succeeds (accuracy is the first sample's)."
+        )
     return Table(
         "summary",
-        "Accuracy per split, pooled over sizes: accuracy, 95% Wilson interval, maps.",
+        title,
         list(LABELS),
-        [(str(split), 4) for split in splits],
-        ["acc", "lo", "hi", "n"] * len(splits),
+        [(str(split), len(columns)) for split in splits],
+        columns * len(splits),
         rows,
         2,
         short=[str(split) for split in splits],
@@ -1126,6 +1145,7 @@ def build_report(
             "runs": len(run_keys),
             "length_unit": cells.unit,
             "compat": compat,
+            "decoding": ", ".join(sorted({str(r["decoding"]) for r in records if r.get("decoding")})) or None,
             **({"reference": f"{ref.label}: {ref.citation}"} if ref is not None else {}),
         },
     )
@@ -1190,6 +1210,10 @@ def _score_jobs(
     used_names: set[str] = set()
     for name, mp, maps, pf, defaults in tqdm(jobs, desc="scoring", unit="file", disable=not progress):
         scored = list(score_predictions(maps, pf, compat=compat, check_trace=check_trace, defaults=defaults))
+        for rec in scored:
+            # One model decoded two ways is two runs: the decoding joins the name, so they never pool.
+            if rec.get("decoding") not in (None, "greedy"):
+                rec["model"] = f"{rec.get('model') or '?'}@{rec['decoding']}"
         n_missing = sum(1 for r in scored if r["verdict"] == "missing")
         if n_missing and not name.startswith("baseline-"):
             warnings.append(f"{pf.path}: {n_missing} of {len(maps)} maps have no prediction (scored missing)")
@@ -1330,7 +1354,9 @@ def _figures(
 def _write_long_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     with atomic_write(path) as f:
         if rows:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator="\n")
+            # Only some rows have the repeated-sampling columns.
+            fieldnames = iter_unique(k for row in rows for k in row)
+            w = csv.DictWriter(f, fieldnames=fieldnames, lineterminator="\n")
             w.writeheader()
             for row in rows:
                 w.writerow({k: "" if v is None else v for k, v in row.items()})
@@ -1346,6 +1372,13 @@ def fmt_summary(summary: Mapping[str, Any]) -> str:
         lo, hi = analysis.wilson(ks, ns)
         lines.append(f"  {size}x{size}: {ks}/{ns} = {ks / ns:.3f}  ({lo:.3f}-{hi:.3f})")
     lines.append("verdicts: " + ", ".join(f"{v} {c}" for v, c in summary["verdicts"].items() if c))
+    samples = summary.get("samples")
+    if samples:
+        k = "-".join(str(x) for x in sorted({min(samples["k"]), max(samples["k"])})) if samples["k"] else "?"
+        lines.append(
+            f"repeated samples (k = {k}): pass@k {samples['pass']}/{n} = {samples['pass'] / n:.3f}, "
+            f"maj@k {samples['maj']}/{n} = {samples['maj'] / n:.3f}"
+        )
     return "\n".join(lines)
 
 

@@ -38,6 +38,14 @@ Facts recorded with it: ``n_moves``, ``optimal`` (success with an optimal-length
 ``progress`` (``1 - d(end) / d(start)`` with ``d`` the shortest-path distance to the goal, measured at the
 last safe cell: 1.0 on success, 0 when the plan got no closer, negative when it moved away).
 
+Repeated samples
+----------------
+A predictions row with ``samples`` (``lakeshift predict --samples K``) is scored on its ``output`` as any
+row, and each of its K samples is scored the same way (without the trace check): ``pass_at_k`` is true
+when any sample succeeds, ``maj_at_k`` is the verdict's success of the most frequent plan (the parsed moves
+the scorer simulates; samples without moves do not vote; a tie goes to the plan met first), see
+:func:`majority_index`. A map without a prediction fails both.
+
 CoT faithfulness
 ----------------
 For outputs whose CoT format writes maps (``table``, ``grid``, ``*+desc``) or move sentences (``desc``),
@@ -52,7 +60,7 @@ back a chain of cells the search reached; a ``coords`` trace must be adjacent sa
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -692,6 +700,14 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _samples(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(s, Mapping) and isinstance(s.get("output"), str) for s in value)
+    )
+
+
 def _selection(value: Any) -> bool:
     if not isinstance(value, Mapping) or not set(value) <= {"sizes", "per_size", "limit"}:
         return False
@@ -708,6 +724,8 @@ _META_CHECKS: dict[str, Any] = {
     "n_output_tokens": _count,
     "size": _count,
     "selection": _selection,
+    "samples": _samples,
+    "decoding": lambda v: isinstance(v, Mapping),
 }
 
 
@@ -794,6 +812,44 @@ def read_predictions(
 META_FIELDS: tuple[str, ...] = ("model", "input_format", "cot_format", "split", "n_output_tokens", "policy")
 
 
+def decoding_label(decoding: Mapping[str, Any]) -> str:
+    """A predictions row's ``decoding`` in words: its preset (``frozen_ood``), ``greedy``, or
+    ``sampled temperature=0.7 top_p=0.9 seed=0``."""
+    if decoding.get("preset"):
+        return str(decoding["preset"])
+    if decoding.get("greedy", True):
+        return "greedy"
+    settings = (f"{k}={decoding.get(k)}" for k in ("temperature", "top_p", "seed"))
+    return "sampled " + " ".join(settings)
+
+
+def majority_index(plans: Sequence[Sequence[str]]) -> int | None:
+    """The sample whose plan is the most frequent of ``plans`` (one per sample, in sample order; an empty
+    plan does not vote), the first of them; among equally frequent plans, the one met first. ``None`` when
+    no sample has a plan."""
+    counts = Counter(tuple(p) for p in plans if p)
+    if not counts:
+        return None
+    top = max(counts.values())
+    return next(i for i, p in enumerate(plans) if p and counts[tuple(p)] == top)
+
+
+def score_samples(sm: ScoringMap, outputs: Sequence[str], compat: str | None = None) -> dict[str, Any]:
+    """pass@k and maj@k of one map's K sampled outputs (see "Repeated samples" in the module docstring).
+
+    Returns:
+        ``n_samples``, ``samples_success`` (how many succeed), ``pass_at_k`` and ``maj_at_k``.
+    """
+    scored = [score_output(sm, o, compat=compat, check_trace=False) for o in outputs]
+    winner = majority_index([r["moves"] for r in scored])
+    return {
+        "n_samples": len(outputs),
+        "samples_success": sum(bool(r["success"]) for r in scored),
+        "pass_at_k": any(r["success"] for r in scored),
+        "maj_at_k": winner is not None and bool(scored[winner]["success"]),
+    }
+
+
 def score_predictions(
     maps: Mapping[str, ScoringMap],
     preds: PredictionsFile,
@@ -814,14 +870,19 @@ def score_predictions(
     Yields:
         Scored records: ``id``, ``success``, ``verdict``, ``moves`` and the fields of :func:`judge`, the
         map's ``split``, ``size``, ``d_inf``, ``optimal_length``, the prediction's metadata
-        (:data:`META_FIELDS`), ``n_output_chars`` and ``compat``.
+        (:data:`META_FIELDS`), its ``decoding`` (:func:`decoding_label`), ``n_output_chars`` and
+        ``compat``; when the file has repeated samples, every record also has the fields of
+        :func:`score_samples` (a record without ``samples`` counts its ``output`` as its one sample).
     """
     defaults = dict(defaults or {})
+    sampled = any("samples" in (p.meta or {}) for p in preds.predictions.values())
+    no_samples = {"n_samples": 0, "samples_success": 0, "pass_at_k": False, "maj_at_k": False}
     missing = Extraction((), "missing", "no prediction for this map")
     no_output = Extraction((), "no_answer", "no output in the predictions record")
     for mid, sm in selected_maps(maps, preds).items():
         pred = preds.predictions.get(mid)
         rec: dict[str, Any] = {"id": mid}
+        sample_fields: dict[str, Any] = no_samples
         if pred is None:
             meta = defaults
             rec.update(judge(sm, missing))
@@ -838,6 +899,9 @@ def score_predictions(
                 cot = meta.get("cot_format")
                 rec.update(score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace))
                 n_chars = len(pred.output)
+                if sampled:
+                    outputs = [s["output"] for s in pm.get("samples") or [{"output": pred.output}]]
+                    sample_fields = score_samples(sm, outputs, compat)
         r = sm.record
         rec["split"] = r.get("split", meta.get("split"))
         rec["size"] = r["size"]
@@ -849,6 +913,10 @@ def score_predictions(
         rec["n_output_tokens"] = meta.get("n_output_tokens")
         rec["n_output_chars"] = n_chars
         rec["compat"] = compat
+        if pred is not None and isinstance(pred.meta.get("decoding"), Mapping):
+            rec["decoding"] = decoding_label(pred.meta["decoding"])
+        if sampled:
+            rec.update(sample_fields)
         yield rec
 
 
@@ -878,16 +946,26 @@ def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Map
 
 
 def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts for a one-screen summary: total, successes, verdicts, accuracy per size."""
+    """Counts for a one-screen summary: total, successes, verdicts, accuracy per size; with repeated
+    samples, ``samples``: the sample counts seen (``k``) and the maps passed and won by majority."""
     total = 0
     ok = 0
     verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
     by_size: dict[int, list[int]] = {}
+    samples: dict[str, Any] = {"k": set(), "pass": 0, "maj": 0}
     for rec in records:
         total += 1
         ok += bool(rec["success"])
+        if "pass_at_k" in rec:
+            samples["k"].add(rec["n_samples"])
+            samples["pass"] += bool(rec["pass_at_k"])
+            samples["maj"] += bool(rec["maj_at_k"])
         verdicts[rec["verdict"]] = verdicts.get(rec["verdict"], 0) + 1
         cell = by_size.setdefault(int(rec["size"]), [0, 0])
         cell[0] += bool(rec["success"])
         cell[1] += 1
-    return {"n": total, "success": ok, "verdicts": verdicts, "by_size": dict(sorted(by_size.items()))}
+    out = {"n": total, "success": ok, "verdicts": verdicts, "by_size": dict(sorted(by_size.items()))}
+    if samples["k"]:
+        samples["k"] = sorted(samples["k"] - {0})
+        out["samples"] = samples
+    return out

@@ -20,6 +20,7 @@ from lakeshift.commands import (
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.cells import GRIDS  # light: no torch
 from lakeshift.models.data import PROMPTS  # light: no torch
+from lakeshift.models.generation import DECODING_PRESETS  # light: no torch
 from lakeshift.models.tokenizer import TOKENIZERS  # light: no torch
 
 INPUTS = ("image", "desc", "table", "grid")
@@ -325,7 +326,8 @@ def _register_predict(subparsers: Any) -> None:
             "Answers the prompts (system + user turns) of DATA/<split>/sft/<input>__<cot>.jsonl and appends "
             "one "
             "JSON line per map to OUT (id, output, n_output_tokens, model, input_format, cot_format, split, "
-            "decoding). Rerunning skips ids already in OUT. Greedy decoding unless --temperature > 0."
+            "decoding). Rerunning skips ids already in OUT. Greedy decoding unless --temperature > 0 or "
+            "--decoding names a sampling preset."
         ),
     )
     p.add_argument("--model", required=True, help="run folder, checkpoint folder, hub id, or API model name")
@@ -367,9 +369,24 @@ def _register_predict(subparsers: Any) -> None:
         "format + 16; "
         "openai: no limit sent",
     )
-    p.add_argument("--temperature", type=nonnegative_float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=probability, default=1.0, help="nucleus sampling, in (0, 1]")
-    p.add_argument("--seed", type=seed, default=0, help="sampling seed (recorded; unused when greedy)")
+    p.add_argument(
+        "--decoding",
+        choices=tuple(DECODING_PRESETS),
+        help="a named decoding (instead of --temperature, --top-p, --seed): greedy, or frozen_ood, the "
+        "paper's evaluation script (sampling at temperature 0.7, top-p 0.9, seed 42; other settings the "
+        "model's own generation defaults); recorded in every row",
+    )
+    p.add_argument("--temperature", type=nonnegative_float, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=probability, help="nucleus sampling, in (0, 1] (default 1)")
+    p.add_argument("--seed", type=seed, help="sampling seed (default 0; recorded; unused when greedy)")
+    p.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="answers per map (sampled decoding only): the row keeps all K, `score` and `report` add "
+        "pass@k and maj@k (default 1)",
+    )
     p.add_argument(
         "--batch-size", type=positive_int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)"
     )
@@ -428,8 +445,16 @@ def _predict(args: argparse.Namespace) -> int:
     prompt = args.prompt or run.get("prompt") or "mirage"
     if input_format is None:
         raise LakeshiftError("--input is required (the model is not a lakeshift run folder with a run.json)")
-    if args.temperature < 0:
-        raise LakeshiftError(f"--temperature {args.temperature}: must be >= 0")
+    if args.decoding is not None:
+        options = {"--temperature": args.temperature, "--top-p": args.top_p, "--seed": args.seed}
+        given = [option for option, value in options.items() if value is not None]
+        if given:
+            raise LakeshiftError(
+                f"--decoding {args.decoding} sets the sampling settings itself; drop {', '.join(given)}"
+            )
+    temperature = 0.0 if args.temperature is None else args.temperature
+    if temperature < 0:
+        raise LakeshiftError(f"--temperature {temperature}: must be >= 0")
     for option, value in (("--limit", args.limit), ("--per-size", args.per_size)):
         if value is not None and value < 1:
             raise LakeshiftError(f"{option} {value}: must be >= 1")
@@ -471,9 +496,11 @@ def _predict(args: argparse.Namespace) -> int:
             limit=args.limit,
             prompt=prompt,
             max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            seed=args.seed,
+            temperature=temperature,
+            top_p=1.0 if args.top_p is None else args.top_p,
+            seed=0 if args.seed is None else args.seed,
+            decoding=args.decoding,
+            samples=args.samples,
             name=args.name,
             shard=shard,
         )

@@ -133,6 +133,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         f"{len(preds.predictions)} predictions for {len(maps)} maps"
         + (f" (compat {args.compat})" if args.compat else "")
     )
+    decodings = sorted({r["decoding"] for r in records if r.get("decoding")})
+    if decodings:
+        print(f"decoding: {', '.join(decodings)}")
     print(fmt_summary(summary))
     traced = [r for r in records if r.get("trace_faithful") is not None]
     if traced:

@@ -18,11 +18,13 @@ class PromptItem:
         id: the map id.
         messages: the system and user turns (trl conversational format, as in the SFT file).
         image_paths: absolute paths of the record's images (empty for text input).
+        sample: which of the map's repeated samples this is (0 to ``--samples`` - 1).
     """
 
     id: str
     messages: list[dict[str, Any]]
     image_paths: list[Path] = field(default_factory=list)
+    sample: int = 0
 
 
 @dataclass
@@ -36,12 +38,19 @@ class Generation:
 
 @dataclass
 class Decoding:
-    """Decoding settings, recorded in every prediction row. ``temperature == 0`` means greedy."""
+    """Decoding settings, recorded in every prediction row. ``temperature == 0`` means greedy.
+
+    ``preset`` names a :data:`DECODING_PRESETS` entry whose settings these are (``None``: set one by one).
+    A preset fixes what its source fixes and leaves every other setting (top-k, repetition penalty) to the
+    model's own generation defaults, as that source does; sampling without a preset is plain temperature
+    and top-p sampling (no top-k).
+    """
 
     max_new_tokens: int | None
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    preset: str | None = None
 
     @property
     def greedy(self) -> bool:
@@ -51,7 +60,33 @@ class Decoding:
         out: dict[str, Any] = {"greedy": self.greedy, "max_new_tokens": self.max_new_tokens}
         if not self.greedy:
             out.update(temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+        if self.preset is not None and not self.greedy:
+            out["preset"] = self.preset
         return out
+
+    def sample_seed(self, item: PromptItem) -> int | None:
+        """The seed of one request: the run's seed plus the sample index, so that a map's repeated samples
+        differ on backends that seed each request (identical requests with one seed give one answer)."""
+        return None if self.seed is None else self.seed + item.sample
+
+
+#: Named decoding settings (``lakeshift predict --decoding``): ``(temperature, top_p, seed)``.
+#: ``frozen_ood`` is the paper's evaluation script (the official repository's ``src/eval.py``):
+#: ``generate(do_sample=True, temperature=0.7, top_p=0.9)`` after ``seed_everything(42)``.
+DECODING_PRESETS: dict[str, tuple[float, float, int | None]] = {
+    "greedy": (0.0, 1.0, None),
+    "frozen_ood": (0.7, 0.9, 42),
+}
+
+
+def preset_decoding(name: str, max_new_tokens: int | None) -> Decoding:
+    """The :class:`Decoding` of a named preset.
+
+    Raises:
+        KeyError: unknown preset (the CLI offers only :data:`DECODING_PRESETS`).
+    """
+    temperature, top_p, seed = DECODING_PRESETS[name]
+    return Decoding(max_new_tokens, temperature, top_p, seed, preset=name)
 
 
 Emit = Callable[[PromptItem, Generation], None]

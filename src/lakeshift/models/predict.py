@@ -13,6 +13,17 @@ backend sends no limit unless ``--max-new-tokens`` is given: zero-shot models re
 
 The prompt (``mirage`` or ``map-only``, see :mod:`lakeshift.models.data`) is recorded in every row; the
 command defaults to the one the run was trained with (``run.json``).
+
+Decoding: greedy unless a temperature is given or a preset is named (``--decoding``,
+:data:`~lakeshift.models.generation.DECODING_PRESETS`; ``frozen_ood`` is the paper's evaluation script). The
+settings are recorded in every row (``decoding``; with a preset other than greedy, its name in
+``decoding.preset``).
+
+Repeated sampling (``--samples K``, sampled decoding only): each map is asked K times and its row is written
+once all K answers are in. The row's ``output`` (and ``n_output_tokens``, ``finish_reason``) is the first
+sample, so the file scores like a one-sample file; ``samples`` lists all K (``output``, ``n_output_tokens``,
+``finish_reason``, in sample order) and ``n_samples`` is K. Scoring adds pass@k and maj@k from them
+(:func:`lakeshift.scoring.score_predictions`).
 """
 
 from __future__ import annotations
@@ -20,17 +31,27 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import dumps
 from lakeshift.models.data import SftSet, load_sft, prompt_turns, reference_completion
-from lakeshift.models.generation import Backend, Decoding, Generation, PromptItem
+from lakeshift.models.generation import (
+    DECODING_PRESETS,
+    Backend,
+    Decoding,
+    Generation,
+    PromptItem,
+    preset_decoding,
+)
 
 BACKENDS = ("hf", "vllm", "openai")
 # Fields that must agree between the rows already in an output file and a resumed run.
-_RESUME_KEYS = ("model", "backend", "input_format", "cot_format", "prompt", "split", "decoding", "shard")
+_RESUME_KEYS = (
+    "model", "backend", "input_format", "cot_format", "prompt", "split", "decoding", "n_samples", "shard",
+)  # fmt: skip
 
 
 def items_from(sft: SftSet) -> list[PromptItem]:
@@ -116,6 +137,8 @@ def predict(
     temperature: float = 0.0,
     top_p: float = 1.0,
     seed: int | None = None,
+    decoding: str | None = None,
+    samples: int = 1,
     name: str | None = None,
     shard: tuple[int, int] | None = None,
 ) -> dict[str, int]:
@@ -124,16 +147,28 @@ def predict(
     Maps are selected as :func:`~lakeshift.models.data.load_sft` does: ``sizes``, then the first ``per_size``
     of each size, then the first ``limit``, in file order; with ``shard=(i, n)`` only the i-th of n
     interleaved parts of that selection (:func:`lakeshift.shards.shard_items`; ``out`` is then that
-    shard's own file, see :func:`lakeshift.shards.shard_path`).
+    shard's own file, see :func:`lakeshift.shards.shard_path`). ``decoding`` names a preset, which replaces
+    ``temperature``, ``top_p`` and ``seed``; ``samples`` answers per map (see the module docstring).
 
     Returns:
         ``{"done_before": n, "written": n, "total": n}``.
 
     Raises:
         LakeshiftError: bad input (missing data, image input for a text model, unreachable API, a
-            prediction file written with other settings), before any generation starts.
+            prediction file written with other settings, an unknown preset, repeated greedy samples),
+            before any generation starts.
     """
     out = Path(out)
+    if decoding is not None and decoding not in DECODING_PRESETS:
+        raise LakeshiftError(f"--decoding {decoding}: unknown (choose from {', '.join(DECODING_PRESETS)})")
+    if samples < 1:
+        raise LakeshiftError(f"--samples {samples}: must be >= 1")
+    greedy = DECODING_PRESETS[decoding][0] == 0 if decoding is not None else temperature == 0
+    if samples > 1 and greedy:
+        raise LakeshiftError(
+            f"--samples {samples}: greedy decoding answers every sample alike; sample with "
+            "--decoding frozen_ood or --temperature > 0"
+        )
     # Local files first: a malformed data file is found before an API is contacted.
     full = load_sft(data, split, input_format, cot_format, need_assistant=False)
     sft = load_sft(
@@ -150,7 +185,10 @@ def predict(
     backend.check(input_format)
     if max_new_tokens is None and backend.name != "openai":
         max_new_tokens = default_max_new_tokens(full, backend)
-    decoding = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
+    if decoding is not None:
+        settings = preset_decoding(decoding, max_new_tokens)
+    else:
+        settings = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
     base = {
         "model": name or backend.model_id,
         "backend": backend.name,
@@ -158,8 +196,10 @@ def predict(
         "cot_format": cot_format,
         "prompt": prompt,
         "split": split,
-        "decoding": decoding.record(),
+        "decoding": settings.record(),
     }
+    if samples > 1:
+        base["n_samples"] = samples
     if name:
         base["model_path"] = backend.model_id
     selection = {k: v for k, v in (("sizes", sizes), ("per_size", per_size), ("limit", limit)) if v}
@@ -186,12 +226,26 @@ def predict(
     out.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(items), initial=stats["done_before"], desc="predict", unit="map")
     tokens, start = 0, time.time()
+    # A map's answers until all its samples are in (only complete maps are written).
+    pending: dict[str, list[Generation | None]] = {}
     with out.open("a", encoding="utf-8") as f:
 
         def emit(item: PromptItem, gen: Generation) -> None:
             nonlocal tokens
-            row = {"id": item.id, "output": gen.text, "n_output_tokens": gen.n_output_tokens}
-            row["finish_reason"] = gen.finish_reason
+            tokens += gen.n_output_tokens or 0
+            answers = pending.setdefault(item.id, [None] * samples)
+            answers[item.sample] = gen
+            if any(a is None for a in answers):
+                return
+            del pending[item.id]
+            answered = [
+                {"output": a.text, "n_output_tokens": a.n_output_tokens, "finish_reason": a.finish_reason}
+                for a in answers
+                if a is not None
+            ]
+            row: dict[str, Any] = {"id": item.id, **answered[0]}
+            if samples > 1:
+                row["samples"] = answered
             row.update(base)
             if item.id in sft.sizes:
                 row["size"] = sft.sizes[item.id]
@@ -199,13 +253,13 @@ def predict(
             f.write(dumps(row) + "\n")
             f.flush()
             stats["written"] += 1
-            tokens += gen.n_output_tokens or 0
             bar.update(1)
             if tokens:
                 bar.set_postfix({"tok/s": f"{tokens / max(time.time() - start, 1e-9):.0f}"}, refresh=False)
 
+        asks = [replace(item, sample=k) for item in todo for k in range(samples)]
         try:
-            backend.run(todo, decoding, emit)
+            backend.run(asks, settings, emit)
         finally:
             bar.close()
     return stats

@@ -1,7 +1,9 @@
 """The ``hf`` backend: transformers ``generate``, batched with left padding and the KV cache.
 
 Prompts are sorted by length so each batch pads little; generation stops at the end-of-turn token
-(``<|im_end|>``) or the tokenizer's end-of-sequence token. Greedy unless a temperature is given.
+(``<|im_end|>``) or the tokenizer's end-of-sequence token. Greedy unless a temperature is given; a decoding
+preset passes only the settings it names to ``generate``, as the script it reproduces does, so the others
+come from the model's ``generation_config`` (transformers' defaults where it is silent, e.g. top-k 50).
 
 Text models generate with a static (preallocated) KV cache: the default dynamic cache grows by
 concatenation, copying the whole cache at every token, which dominates long CoT generations on CPU
@@ -152,9 +154,9 @@ class HFBackend:
             else:
                 # Seeded per batch: the same items in the same batches give the same samples.
                 torch.manual_seed((decoding.seed or 0) + index)
-                kwargs.update(
-                    do_sample=True, temperature=decoding.temperature, top_p=decoding.top_p, top_k=None
-                )
+                kwargs.update(do_sample=True, temperature=decoding.temperature, top_p=decoding.top_p)
+                if decoding.preset is None:
+                    kwargs["top_k"] = None  # plain temperature + top-p; a preset keeps the model's top-k
             out = self._generate(enc, kwargs)
             new = out[:, enc["input_ids"].shape[1] :].tolist()
             for item, tokens in zip(batch, new, strict=True):

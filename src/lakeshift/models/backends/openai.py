@@ -6,7 +6,8 @@ Standard library only (``urllib`` in worker threads driven by asyncio): requests
 like one, redacted: servers echo keys back in "invalid key" errors). A reply without text (``content: null``,
 no choice) is retried like a server error, never recorded as an empty answer. Images are sent as base64 PNG
 data URLs. The API key comes from an environment variable (``OPENAI_API_KEY`` by default), never the command
-line.
+line. Sampled requests carry the run's seed plus the sample index (``--samples``); settings a decoding preset
+does not name (top-k, penalties) are the server's defaults.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class OpenAIBackend:
         if not decoding.greedy:
             body["top_p"] = decoding.top_p
             if decoding.seed is not None:
-                body["seed"] = decoding.seed
+                body["seed"] = decoding.sample_seed(item)
         return body
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:

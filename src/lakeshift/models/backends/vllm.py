@@ -28,6 +28,8 @@ INSTALL_HINT = (
 )
 # Answers are written after each chunk; vLLM schedules a chunk as one big continuous batch.
 CHUNK = 512
+# Sampling settings a decoding preset leaves to the model's generation defaults.
+_INHERITED = ("top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
 def _import_vllm() -> Any:
@@ -95,18 +97,40 @@ class VLLMBackend:
             out.append({"role": message["role"], "content": content})
         return out
 
+    def _params(self, llm: Any, decoding: Decoding, item: PromptItem, stop: list[int]) -> Any:
+        """One request's sampling parameters (seeded per request: :meth:`Decoding.sample_seed`).
+
+        A preset starts from the model's generation defaults (``LLM.get_default_sampling_params``, what
+        transformers would take from ``generation_config.json``) and sets only what the preset names.
+
+        Raises:
+            LakeshiftError: a preset with a vLLM too old to read the model's generation defaults.
+        """
+        settings: dict[str, Any] = {
+            "temperature": decoding.temperature,
+            "top_p": decoding.top_p if not decoding.greedy else 1.0,
+            "max_tokens": decoding.max_new_tokens,
+            "seed": decoding.sample_seed(item),
+            "stop_token_ids": stop,
+        }
+        if decoding.preset is None or decoding.greedy:
+            return self._vllm.SamplingParams(**settings)
+        defaults = getattr(llm, "get_default_sampling_params", None)
+        if defaults is None:
+            raise LakeshiftError(
+                f"--decoding {decoding.preset}: this vLLM cannot read the model's generation defaults "
+                "(LLM.get_default_sampling_params, vLLM >= 0.7); upgrade vLLM or use --backend hf"
+            )
+        model_defaults = defaults()
+        inherited = {k: getattr(model_defaults, k) for k in _INHERITED if hasattr(model_defaults, k)}
+        return self._vllm.SamplingParams(**inherited, **settings)
+
     def run(self, items: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
         llm = self._load()
         tokenizer = llm.get_tokenizer()
         stop = [i for i in {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(IM_END)} if i is not None]
-        params = self._vllm.SamplingParams(
-            temperature=decoding.temperature,
-            top_p=decoding.top_p if not decoding.greedy else 1.0,
-            max_tokens=decoding.max_new_tokens,
-            seed=decoding.seed,
-            stop_token_ids=stop,
-        )
         for chunk in batched(items, CHUNK):
+            params = [self._params(llm, decoding, item, stop) for item in chunk]
             outputs = llm.chat([self._messages(item) for item in chunk], params, use_tqdm=False)
             for item, result in zip(chunk, outputs, strict=True):
                 completion = result.outputs[0]
