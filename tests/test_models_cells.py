@@ -530,3 +530,19 @@ def traces_map() -> Any:
     from lakeshift.env import FrozenLakeMap
 
     return FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
+
+
+def test_a_cells_model_refuses_maps_larger_than_its_positions(tmp_path: Path, capsys) -> None:
+    """Rows and columns 31 and beyond would all get position 0: train and predict say so and stop."""
+    from tests.model_fixtures import generate_split
+
+    data = tmp_path / "data"
+    generate_split(data, "big", sizes=(31,), count=1, train=True)
+    common = ["--data", str(data), "--split", "big", "--input", "grid", "--cot", "none"]
+    out = tmp_path / "run"
+    assert main(["train", *common, "--model", "micro-cells", "--out", str(out), "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "31x31 maps: a cells model has row and column positions up to 30" in err and not out.exists()
+    preds = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", "mini-cells-base", *common, "--out", str(preds)]) == 2
+    assert "31x31 maps" in capsys.readouterr().err and not preds.exists()

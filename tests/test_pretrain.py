@@ -178,19 +178,22 @@ def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path, capsys) -> None:
     assert hp["preset"] == "scratch" and hp["tokenizer"] == "checkpoint"
 
 
-def test_the_shipped_base_model_matches_its_config_and_reads_every_format() -> None:
+@pytest.mark.parametrize("name", ["mini-cells-base", "mini-cells-trace-base"])
+def test_the_shipped_base_model_matches_its_config_and_reads_every_format(name: str) -> None:
     from lakeshift.models.registry import BASE_MODELS, resolve_model
     from lakeshift.models.tokenizer import encode_checked, load_tokenizer
     from lakeshift.records import sft_records
 
-    spec = resolve_model("mini-cells-base")
+    spec = resolve_model(name)
     assert spec.kind == "path" and spec.small and not spec.vision
     folder = Path(spec.source)
     provenance = json.loads((folder / "base.json").read_text(encoding="utf-8"))
     root = Path(__file__).resolve().parents[1]
-    config = load_pretrain_config(root / BASE_MODELS["mini-cells-base"])
+    config = load_pretrain_config(root / BASE_MODELS[name])
     assert provenance["corpus"] == json.loads(json.dumps(config.corpus_key()))
     assert provenance["hparams"]["batch_size"] == config.train["batch_size"]
+    shipped_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    assert shipped_config.get("cell_grids", "first") == config.train.get("cell_grids", "first")
     tokenizer = load_tokenizer(folder)
     # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets
     from lakeshift.models.cells import cell_tables

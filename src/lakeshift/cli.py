@@ -15,7 +15,7 @@ from typing import NoReturn
 from lakeshift._version import __version__
 from lakeshift.errors import LakeshiftError
 
-COMMAND_MODULES = ("data", "scoring", "models", "experiments")
+COMMAND_MODULES = ("data", "scoring", "models", "experiments", "integrations")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,8 +26,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+class _CheckingParser(_Parser):
+    """A parser whose usage errors are exceptions: for command lines that are planned, not run."""
+
+    def error(self, message: str) -> NoReturn:
+        raise LakeshiftError(f"{self.prog}: {message}")
+
+
+def check_argv(argv: Sequence[str]) -> argparse.Namespace:
+    """Parses a ``lakeshift`` command line without running it (a study's stages, before any runs).
+
+    Raises:
+        LakeshiftError: what the command would refuse while parsing (a bad number, an unknown choice).
+    """
+    return build_parser(_CheckingParser).parse_args(list(argv))
+
+
+def build_parser(parser_class: type[_Parser] = _Parser) -> argparse.ArgumentParser:
+    parser = parser_class(
         prog="lakeshift",
         description="FrozenLake benchmark for out-of-distribution generalization of CoT reasoning.",
     )
@@ -87,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # own exception types; those are still an unwritable output, not a bug worth a traceback.
         from lakeshift.io import wrapped_os_problem
 
-        problem = wrapped_os_problem(err)
+        problem = wrapped_os_problem(err, getattr(args, "out", None) or getattr(args, "workdir", None))
         if problem is None:
             raise
         print(

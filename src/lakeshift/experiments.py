@@ -54,6 +54,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,9 +88,11 @@ TOP_KEYS = {
     "train_jobs": int,
 }
 DATA_KEYS = {
-    "suite": str, "splits": list, "seed": int, "id_source": str, "images": bool, "workers": int,
-    "inputs": list, "cots": list,
+    "suite": str, "splits": list, "seed": int, "id_source": str, "id_source_missing": str, "images": bool,
+    "workers": int, "inputs": list, "cots": list,
 }  # fmt: skip
+#: What a study does when ``data.id_source`` is not a folder here: stop, or generate id-train and id-test.
+ID_SOURCE_MISSING = ("error", "generate")
 TRAIN_KEYS = {
     "model": str, "split": str, "preset": str, "epochs": (int, float), "max_steps": int, "batch_size": int,
     "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
@@ -118,6 +121,8 @@ GRPO_NUMBERS = {
     "num_generations": "positive_int", "max_completion_length": "positive_int",
     "temperature": "positive_float", "top_p": "probability", "beta": "nonnegative_float",
 }  # fmt: skip
+#: A model entry's name: it becomes one folder name under ``WORKDIR/models`` and ``WORKDIR/predictions``.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
 REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str, "reference": str}
 # The range every numeric key must be in (lakeshift.config.NUMBER_RULES), checked with the types above, so a
 # `batch_size: 0` or `max_steps: true` is an error naming its line before any stage runs.
@@ -127,7 +132,7 @@ NUMBER_KEYS = {
     "warmup_steps": "nonnegative_int", "weight_decay": "nonnegative_float", "limit": "positive_int",
     "max_length": "positive_int", "max_minutes": "positive_float", "per_size": "positive_int",
     "max_new_tokens": "positive_int", "temperature": "nonnegative_float", "concurrency": "positive_int",
-    "examples": "nonnegative_int", "seed": "nonnegative_int", "budget_minutes": "positive_float",
+    "examples": "nonnegative_int", "seed": "seed", "budget_minutes": "positive_float",
     "train_jobs": "positive_int", "samples": "positive_int",
 }  # fmt: skip
 
@@ -144,6 +149,7 @@ class Stage:
     outputs: list[Path] = field(default_factory=list)  # removed first when the stage's settings changed
     files: dict[Path, Any] = field(default_factory=dict)  # JSON files written before running
     estimate_s: float | None = None  # the time it should take (lakeshift.bounds), None: unknown
+    writes: list[Path] = field(default_factory=list)  # what it writes into, when more than its outputs
 
     def recorded_key(self) -> str | None:
         try:
@@ -160,6 +166,24 @@ class Stage:
             return json.loads(self.marker.read_text()).get("code")
         except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
             return None
+
+    def foreign_output(self) -> Path | None:
+        """A path the stage writes that exists although the study never started the stage (no marker):
+        someone else's files (a ``--workdir`` that already held a ``data/``), which running would replace."""
+        if self.marker.exists():
+            return None
+        for path in self.writes or self.outputs:
+            if path.is_file() or (path.is_dir() and any(path.iterdir())):
+                return path
+        return None
+
+    def claim(self) -> None:
+        """Records that the study started the stage (a marker without a key), so that its outputs are the
+        study's to reuse or replace when an interrupted run is resumed."""
+        if not self.marker.exists():
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            info = {"kind": self.kind, "name": self.name, "started": self.key}
+            self.marker.write_text(json.dumps(info, indent=1) + "\n")
 
     def mark_done(self, seconds: float) -> None:
         info = {
@@ -384,6 +408,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         stages += model_stages  # predictions right after their model: an interrupted study has whole models
         predict_stages += [st for st in model_stages if st.kind == "predict"]
     stages.append(_plan_report(report_cfg, predict_stages, plan, workdir))
+    _check_argv(cfg, stages[-1], "report")
     return Study(name, workdir, stages, data.get("budget_minutes"), data.get("train_jobs", 1))
 
 
@@ -439,9 +464,18 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
         for i, value in enumerate(dcfg.get(key) or []):
             if value not in known:
                 raise cfg.error(f"data.{key}[{i}]", f"unknown format {value!r} (known: {', '.join(known)})")
-    gen_options = {k: v for k, v in dcfg.items() if k not in ("suite", "splits")}
+    gen_options = {k: v for k, v in dcfg.items() if k not in ("suite", "splits", "id_source_missing")}
+    missing = dcfg.get("id_source_missing", "error")
+    if missing not in ID_SOURCE_MISSING:
+        raise cfg.error("data.id_source_missing", f"expected one of {', '.join(ID_SOURCE_MISSING)}")
     if gen_options.get("id_source") and not Path(gen_options["id_source"]).is_dir():
-        raise cfg.error("data.id_source", f"no such folder: {gen_options['id_source']}")
+        if missing == "error":
+            raise cfg.error("data.id_source", f"no such folder: {gen_options['id_source']}")
+        print(
+            f"{cfg.where('data.id_source')}: no such folder {gen_options.pop('id_source')}: id-train and "
+            "id-test are generated instead (data.id_source_missing: generate)",
+            file=sys.stderr,
+        )
     gen_key = _hash({"suite": suite_content, **gen_options})
     images = bool(dcfg.get("images", False))
     gen_argv = ["generate", "--suite", suite_arg, "--out", str(data_dir), "--force"]
@@ -457,7 +491,8 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
             gen_argv += [f"--{key}", ",".join(dcfg[key])]
     spec_file = {} if "suite" in dcfg else {Path(suite_arg): suite_content}
     marker = workdir / "stages" / "generate.json"
-    stage = Stage("generate", "data", gen_key, gen_argv, marker, files=spec_file)
+    stage = Stage("generate", "data", gen_key, gen_argv, marker, files=spec_file, writes=[data_dir])
+    _check_argv(cfg, stage, "data")
     groups: dict[str, list[tuple[int, int]]] = {}
     for spec in specs:  # an embedded split has as many maps as its source
         source = sum(c for _, c in groups.get(spec.embed_source, [])) if spec.embed_source else 0
@@ -492,6 +527,12 @@ def _plan_model(
     if init is not None:
         # Named after its init, so the report's rows sort SFT, then SFT+GRPO, side by side.
         mname = entry.get("name") or f"{entry['init']}+grpo"
+    if not MODEL_NAME.fullmatch(mname):
+        raise cfg.error(
+            f"{where}.name",
+            f"model name {mname!r} must be one folder name (letters, digits, . _ + @ = -; starting with a "
+            "letter or digit): it names the model's folders inside the workdir",
+        )
     if mname in seen_names:
         raise cfg.error(
             f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
@@ -519,6 +560,8 @@ def _plan_model(
         model_ref, model_key = entry["model"], _hash({"zero_shot": entry["model"], "backend": backend})
         stages = []
     else:
+        if init is None:
+            _check_sft_model(cfg, entry, where, tcfg, plan)
         stage = _train_stage(entry, mname, tcfg, init, plan, workdir)
         model_ref, model_key, stages = str(stage.outputs[0]), stage.key, [stage]
         trained[mname] = {
@@ -527,7 +570,61 @@ def _plan_model(
             "input": entry["input"],
             "cot": entry["cot"],
         }
-    return stages + _predict_stages(cfg, where, entry, mname, model_ref, model_key, pcfg, plan, workdir)
+    stages += _predict_stages(cfg, where, entry, mname, model_ref, model_key, pcfg, plan, workdir)
+    for stage in stages:
+        _check_argv(cfg, stage, where)
+    return stages
+
+
+def _check_argv(cfg: SourcedConfig, stage: Stage, where: str) -> None:
+    """A stage's command line parses as the command would parse it (numbers in range, known choices).
+
+    Raises:
+        LakeshiftError: naming the config key the stage comes from and what the command would say.
+    """
+    from lakeshift.cli import check_argv
+
+    try:
+        check_argv(stage.argv)
+    except LakeshiftError as err:
+        raise cfg.error(where, f"its {stage.kind} stage would fail: {err}") from None
+
+
+def _check_sft_model(
+    cfg: SourcedConfig, entry: Mapping[str, Any], where: str, tcfg: Mapping[str, Any], plan: _DataPlan
+) -> None:
+    """The model an SFT entry trains exists (a hub id is checked when it loads), takes its ``cell_grids``,
+    and has room for an answer within its ``max_length``.
+
+    Raises:
+        LakeshiftError: naming the key and its line.
+    """
+    from lakeshift.models import cells
+    from lakeshift.models.registry import resolve_offline
+
+    name = str(entry.get("model") or tcfg.get("model", "tiny"))
+    if entry.get("model"):
+        key = f"{where}.model"
+    else:
+        key = f"{where}.train.model" if "model" in (entry.get("train") or {}) else "train.model"
+    try:
+        spec = resolve_offline(name)
+    except LakeshiftError as err:
+        raise cfg.error(key, str(err)) from None
+    if tcfg.get("cell_grids") is not None and spec is not None and spec.model_type != cells.MODEL_TYPE:
+        raise cfg.error(key, f"cell_grids needs a cells model (mini-cells, mini-cells-base, ...), not {name}")
+    max_length = tcfg.get("max_length")
+    sizes = [n for n, _ in plan.groups.get(tcfg.get("split", "id-train"), [])]
+    if max_length is not None and sizes:
+        chars = bounds.prompt_chars(min(sizes), entry["input"], tcfg.get("prompt", "mirage"))
+        shortest = chars // bounds.MAX_CHARS_PER_TOKEN
+        if max_length <= shortest:
+            own = "max_length" in (entry.get("train") or {})
+            raise cfg.error(
+                f"{where}.train.max_length" if own else "train.max_length",
+                f"{max_length} tokens: the shortest prompts ({min(sizes)}x{min(sizes)} maps) are at least "
+                f"{shortest} tokens ({chars} characters), so every answer would be cut away",
+            )
 
 
 def _check_formats_of(cfg: SourcedConfig, entry: Mapping[str, Any], where: str, plan: _DataPlan) -> None:
@@ -753,6 +850,13 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
     if over:
         print(f"lakeshift run: {over}", file=out)
         return 2
+    for s in todo:
+        foreign = s.foreign_output()
+        if foreign is not None:
+            raise LakeshiftError(
+                f"{foreign} exists but was not written by study {study.name!r} (no {s.marker}): its {s.kind} "
+                "stage would replace it; move it away or choose another --workdir"
+            )
     for s in study.stages:
         state = "cached" if s not in todo else "todo"
         stale = s in todo and s.recorded_key() is not None and s.recorded_code() != code_identity()
@@ -795,6 +899,7 @@ def _prepare(s: Stage, out: TextIO) -> list[str]:
     """Clears what a stage made with other settings or code and writes its input files; returns its argv
     (``--resume`` added to a training run interrupted after a checkpoint)."""
     argv = list(s.argv)
+    s.claim()
     if s.recorded_key() is not None:  # done before with other settings or code: start afresh
         code = s.recorded_code()
         if code != code_identity():

@@ -62,9 +62,18 @@ _WRAPPED = (
 )
 
 
-def wrapped_os_problem(err: BaseException) -> str | None:
+#: What torch's checkpoint writer says when a write fails, without saying why (``torch.save`` on a full disk:
+#: ``[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534``).
+_TORCH_WRITE_FAILED = ("inline_container.cc", "PytorchStreamWriter failed")
+#: Free bytes below which a failed write is put down to a full disk.
+_NEARLY_FULL = 64 * 2**20
+
+
+def wrapped_os_problem(err: BaseException, path: str | Path | None = None) -> str | None:
     """The file-system problem behind a library's exception (safetensors' ``SafetensorError``, torch's
-    ``RuntimeError``, pyarrow's errors wrap ENOSPC/EROFS in their own types and messages), or None."""
+    ``RuntimeError``, pyarrow's errors wrap ENOSPC/EROFS in their own types and messages), or None.
+    torch's writer names no cause: its failure is a full disk when ``path`` (what the command writes) has
+    almost no space left, else a failed write."""
     seen: BaseException | None = err
     for _ in range(8):  # the exception chain: an OSError raised underneath
         if seen is None:
@@ -76,6 +85,11 @@ def wrapped_os_problem(err: BaseException) -> str | None:
     for needles, code in _WRAPPED:
         if any(n in text for n in needles):
             return _OS_PROBLEMS[code]
+    if any(n in text for n in _TORCH_WRITE_FAILED):
+        from lakeshift.bounds import free_disk
+
+        full = path is not None and free_disk(Path(path)) < _NEARLY_FULL
+        return _OS_PROBLEMS[errno.ENOSPC] if full else "writing a checkpoint failed (a full disk?)"
     return None
 
 

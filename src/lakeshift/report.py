@@ -1172,15 +1172,24 @@ def _scoring_jobs(
     jobs: list[_Job] = []
     warnings: list[str] = []
     asked: dict[Path, dict[str, ScoringMap]] = {}
+    given: dict[Path, set[str]] = {}  # policies whose predictions files are among the runs, per maps file
     for run in runs:
         mp = run.maps_path.resolve()
-        pf = read_prediction_set(run.paths or [run.path], maps_cache[mp], strict=strict)
+        pf = read_prediction_set(run.paths or [run.path], maps_cache[mp], strict=strict, maps_path=mp)
         warnings += pf.warnings
         jobs.append((run.name or run.path.stem, mp, maps_cache[mp], pf, run.defaults))
-        asked.setdefault(mp, {}).update(selected_maps(maps_cache[mp], pf))
+        policies = {(p.meta or {}).get("policy") for p in pf.predictions.values()}
+        if len(policies) == 1 and None not in policies:  # a `lakeshift baseline` file
+            given.setdefault(mp, set()).update(policies)
+        else:
+            asked.setdefault(mp, {}).update(selected_maps(maps_cache[mp], pf))
     for mp, maps in maps_cache.items():
         subset = asked.get(mp) or maps
         for policy in baselines:
+            if policy in given.get(mp, ()):
+                # Its own row would share the file's run name and count every map twice.
+                warnings.append(f"{mp}: a {policy} baseline file is among the runs; its row is that file's")
+                continue
             preds = {
                 r["id"]: Prediction(
                     r["id"], r["output"], {k: v for k, v in r.items() if k not in ("id", "output")}, 0

@@ -169,15 +169,7 @@ def load_scoring_maps(path: str | Path) -> dict[str, ScoringMap]:
     """
     from lakeshift.suites import load_maps
 
-    maps: dict[str, ScoringMap] = {}
-    for i, rec in enumerate(load_maps(path), start=1):
-        sm = scoring_map(rec, f"{path}, map {i}")
-        if sm.id in maps:
-            raise LakeshiftError(f"{path}, map {i}: duplicate map id {sm.id!r}")
-        maps[sm.id] = sm
-    if not maps:
-        raise LakeshiftError(f"{path}: no maps in file")
-    return maps
+    return {str(rec["id"]): scoring_map(rec, f"{path}, map {i}") for i, rec in enumerate(load_maps(path), 1)}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -808,6 +800,40 @@ def read_predictions(
     return result
 
 
+def stale_data_message(where: str, recorded: Any, data_file: Path) -> str:
+    """The error for predictions made from another version of ``data_file`` (same ids, other maps)."""
+    return (
+        f"{where}: field 'data_sha256': answers another version of {data_file} (sha256 {str(recorded)[:12]}; "
+        "the file changed since: regenerated?); predict again into another --out (or delete the file)"
+    )
+
+
+def check_data_version(preds: PredictionsFile, maps_path: str | Path) -> None:
+    """Refuses predictions made from another version of the data than the maps they are scored with: each
+    ``lakeshift predict`` row records ``data_sha256``, the hash of the SFT file it answered
+    (``<split>/sft/<input>__<cot>.jsonl``, next to ``maps.jsonl``); a regenerated split keeps its ids but
+    not its maps, so old answers would be scored against new maps. Rows without the field, or whose SFT
+    file is not there, are not checked.
+
+    Raises:
+        LakeshiftError: the first stale row (file, line, field).
+    """
+    from lakeshift.io import file_sha256
+
+    sft_dir = Path(maps_path).parent / "sft"
+    hashes: dict[Path, str | None] = {}
+    for pred in preds.predictions.values():
+        meta = pred.meta or {}
+        recorded, inp, cot = meta.get("data_sha256"), meta.get("input_format"), meta.get("cot_format")
+        if not isinstance(recorded, str) or not isinstance(inp, str) or not isinstance(cot, str):
+            continue
+        sft_file = sft_dir / f"{inp}__{cot}.jsonl"
+        if sft_file not in hashes:
+            hashes[sft_file] = file_sha256(sft_file) if sft_file.is_file() else None
+        if hashes[sft_file] not in (None, recorded):
+            raise LakeshiftError(stale_data_message(f"{preds.path}, line {pred.lineno}", recorded, sft_file))
+
+
 #: Prediction metadata copied into scored records (other metadata stays in the predictions file).
 META_FIELDS: tuple[str, ...] = ("model", "input_format", "cot_format", "split", "n_output_tokens", "policy")
 
@@ -875,6 +901,9 @@ def score_predictions(
         :func:`score_samples` (a record without ``samples`` counts its ``output`` as its one sample).
     """
     defaults = dict(defaults or {})
+    # A map without a prediction belongs to the run all the others do: the model and formats they agree
+    # on (a report would otherwise count an interrupted run's missing maps as a run of its own).
+    run_meta = {**defaults, **_shared_meta(preds)}
     sampled = any("samples" in (p.meta or {}) for p in preds.predictions.values())
     no_samples = {"n_samples": 0, "samples_success": 0, "pass_at_k": False, "maj_at_k": False}
     missing = Extraction((), "missing", "no prediction for this map")
@@ -884,7 +913,7 @@ def score_predictions(
         rec: dict[str, Any] = {"id": mid}
         sample_fields: dict[str, Any] = no_samples
         if pred is None:
-            meta = defaults
+            meta = run_meta
             rec.update(judge(sm, missing))
             n_chars = None
         else:
@@ -918,6 +947,17 @@ def score_predictions(
         if sampled:
             rec.update(sample_fields)
         yield rec
+
+
+def _shared_meta(preds: PredictionsFile) -> dict[str, Any]:
+    """The run metadata (model, formats, policy) that every prediction of a file agrees on."""
+    shared: dict[str, Any] = {}
+    metas = [p.meta or {} for p in preds.predictions.values()]
+    for key in ("model", "input_format", "cot_format", "policy"):
+        values = {m.get(key) for m in metas}
+        if len(values) == 1 and None not in values:
+            shared[key] = values.pop()
+    return shared
 
 
 def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:

@@ -88,18 +88,25 @@ def shard_of(meta: Mapping[str, Any] | None) -> tuple[int, int] | None:
     return None
 
 
-def read_prediction_set(paths: Sequence[str | Path], maps: Mapping[str, Any], strict: bool = False) -> Any:
-    """Reads one predictions set from one file or several shard files (see the module docstring).
+def read_prediction_set(
+    paths: Sequence[str | Path],
+    maps: Mapping[str, Any],
+    strict: bool = False,
+    maps_path: str | Path | None = None,
+) -> Any:
+    """Reads one predictions set from one file or several shard files (see the module docstring); with
+    ``maps_path`` (the maps file of ``maps``) every file must answer that version of the data
+    (:func:`lakeshift.scoring.check_data_version`).
 
     Returns:
         A :class:`lakeshift.scoring.PredictionsFile` (``path``: the first file) holding every file's
         predictions, warnings and counts, plus a warning per absent shard.
 
     Raises:
-        LakeshiftError: an id in two files, files of different shard counts, or what
+        LakeshiftError: an id in two files, files of different shard counts, stale data, or what
             :func:`~lakeshift.scoring.read_predictions` raises.
     """
-    from lakeshift.scoring import PredictionsFile, read_predictions
+    from lakeshift.scoring import PredictionsFile, check_data_version, read_predictions
 
     files = [Path(p) for p in paths]
     if not files:
@@ -111,6 +118,8 @@ def read_prediction_set(paths: Sequence[str | Path], maps: Mapping[str, Any], st
     shards: dict[int, set[int]] = {}
     for path in files:
         pf = read_predictions(path, maps, strict=strict)
+        if maps_path is not None:
+            check_data_version(pf, maps_path)
         for pid, pred in pf.predictions.items():
             if pid in seen:
                 raise LakeshiftError(

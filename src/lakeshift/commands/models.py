@@ -31,7 +31,8 @@ NAMED = (
     "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
     "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
     "Qwen2.5-VL), "
-    "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks)"
+    "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks), "
+    "mini-cells-trace-base (mini-cells-base pretrained further on random-walk traces in every CoT format)"
 )
 PROMPT_HELP = (
     "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
@@ -77,7 +78,7 @@ def _register_pretrain(subparsers: Any) -> None:
 
 def _pretrain(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, dumps, output_lock, read_json
-    from lakeshift.models.registry import CELL_SIZES, NAMED_SIZES
+    from lakeshift.models.registry import BASE_MODELS, CELL_SIZES, NAMED_SIZES, is_run_folder
     from lakeshift.pretrain import (
         CORPUS_COT,
         CORPUS_INPUT,
@@ -87,14 +88,30 @@ def _pretrain(args: argparse.Namespace) -> int:
     )
 
     config = load_pretrain_config(args.config)
-    sizes = (*NAMED_SIZES, *CELL_SIZES)
+    sizes = (*NAMED_SIZES, *CELL_SIZES, *BASE_MODELS)
     if config.train["model"] not in sizes:
         raise LakeshiftError(
-            f"{args.config}: train.model {config.train['model']!r}: a base model is a named size "
-            f"({', '.join(sizes)})"
+            f"{args.config}: train.model {config.train['model']!r}: a base model is a named size or a "
+            f"shipped base to continue ({', '.join(sizes)})"
         )
     out = Path(args.out)
-    check_output(out, inputs=(Path(args.config),), kind="dir", previous=lambda d: True, what="run folder")
+    from lakeshift import bounds
+
+    # The corpus is generated maps: the size bound of `generate`, before any is drawn. Its examples are a
+    # map in a text format and a short walk, no larger than a desc x none record, or a walk's trace, no
+    # larger than a grid x grid+desc one.
+    groups = [(g.size, g.count) for g in config.spec.groups]
+    largest = ("grid", "grid+desc") if "trace" in config.tasks else ("desc", "none")
+    estimate = bounds.estimate(groups, [largest[0]], [largest[1]], images=False, workers=1)
+    bounds.check(estimate, out, max_memory_gb=None, max_hours=24.0, where=f"{args.config}: corpus.maps")
+    # A pretraining run writes its corpus before its run.json.
+    check_output(
+        out,
+        inputs=(Path(args.config),),
+        kind="dir",
+        previous=lambda d: is_run_folder(d) or (d / "corpus" / CORPUS_SPLIT).is_dir(),
+        what="run folder",
+    )
     data = out / "corpus"
     key_file = data / "corpus.json"
     key = config.corpus_key()
@@ -110,7 +127,14 @@ def _pretrain(args: argparse.Namespace) -> int:
             from tqdm.auto import tqdm
 
             with tqdm(total=n, unit="map", desc="corpus", file=sys.stderr, dynamic_ncols=True) as bar:
-                write_corpus(data, config.spec, config.seed, progress=bar.update)
+                write_corpus(
+                    data,
+                    config.spec,
+                    config.seed,
+                    tasks=config.tasks,
+                    traces=config.traces,
+                    progress=bar.update,
+                )
             key_file.write_text(dumps(key) + "\n", encoding="utf-8")
         values = {
             **config.train,
@@ -275,6 +299,7 @@ def _register_grpo_options(p: argparse.ArgumentParser) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, output_lock
+    from lakeshift.models.registry import is_run_folder
     from lakeshift.models.train import options_from_dict, train
 
     values = vars(args)
@@ -298,8 +323,19 @@ def _train(args: argparse.Namespace) -> int:
                 )
         options = options_from_dict({**values, "prompt": args.prompt or "mirage"})
     data = Path(args.data)
+    split_dir = data / args.split
     check_output(
-        args.out, inputs=(data, data / args.split), kind="dir", previous=lambda d: True, what="run folder"
+        args.out,
+        inputs=(
+            data,
+            split_dir,
+            split_dir / "sft" / f"{args.input_format}__{args.cot_format}.jsonl",
+            split_dir / "maps.jsonl",
+            Path(args.model),
+        ),
+        kind="dir",
+        previous=is_run_folder,
+        what="run folder (with run.json)",
     )
     run_json = Path(args.out) / "run.json"
     if run_json.is_file():  # read before resuming: a torn or foreign run.json is one line, not a traceback
@@ -406,26 +442,17 @@ def _register_predict(subparsers: Any) -> None:
 
 
 def _run_record(model: str) -> dict[str, Any]:
-    """The ``run.json`` of a lakeshift run folder (empty for anything else)."""
-    from lakeshift.io import read_json
+    """The ``run.json`` of the lakeshift run ``model`` belongs to (``RUN``, ``RUN/model``,
+    ``RUN/checkpoint-N``; empty for anything else), its formats and prompt checked."""
+    from lakeshift.models.registry import RUN_FILE, run_folder, run_record
 
-    run = Path(model) / "run.json"
-    if not run.is_file():
-        return {}
-    record = read_json(run)
-    if not isinstance(record, dict):
-        raise LakeshiftError(f"{run}: expected a JSON object, got {type(record).__name__}")
+    record = run_record(model)
     for key, allowed in (("input_format", INPUTS), ("cot_format", COTS), ("prompt", PROMPTS)):
         if record.get(key) is not None and record[key] not in allowed:
+            run = run_folder(Path(model)) or Path(model)
             raise LakeshiftError(
-                f"{run}: field {key!r} is {record[key]!r} (expected one of {', '.join(allowed)})"
+                f"{run / RUN_FILE}: field {key!r} is {record[key]!r} (expected one of {', '.join(allowed)})"
             )
-    if record.get("status") == "running" and (Path(model) / "model").exists():
-        # run.json says "done" only after model/ is completely saved: this one was cut short while saving.
-        raise LakeshiftError(
-            f"{run}: status 'running', so {Path(model) / 'model'} is not a complete model (killed or out of "
-            "disk while saving?); finish the run with `lakeshift train ... --resume`"
-        )
     return record
 
 

@@ -123,7 +123,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             what="score output (scored records)",
         )
     maps = load_scoring_maps(args.maps)
-    preds = read_prediction_set(paths, maps, strict=args.strict)
+    preds = read_prediction_set(paths, maps, strict=args.strict, maps_path=args.maps)
     records = list(score_predictions(maps, preds, compat=args.compat, check_trace=not args.no_faithfulness))
     if args.out:
         write_jsonl(args.out, records)

@@ -64,6 +64,7 @@ Auto classes by :func:`register` so checkpoints save and load like any other.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,23 @@ def set_header(model: Any, tokenizer: Any) -> None:
     tokenizer, so that its grids start where the causal rule says (module doc)."""
     model.config.cell_header = header_ids(tokenizer)
     model.model.embed_tokens.tables["header"] = tuple(model.config.cell_header)
+
+
+def check_sizes(model_type: str | None, sizes: Iterable[int], where: str) -> None:
+    """Refuses maps with more rows and columns than a cells model has positions for (any other model
+    passes).
+
+    Raises:
+        LakeshiftError: naming ``where`` and the largest size.
+    """
+    from lakeshift.errors import LakeshiftError
+
+    largest = max(sizes, default=0)
+    if model_type == MODEL_TYPE and largest >= MAX_CELL:
+        raise LakeshiftError(
+            f"{where}: {largest}x{largest} maps: a cells model has row and column positions up to "
+            f"{MAX_CELL - 1} only (cells beyond would all get position 0)"
+        )
 
 
 def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from typing import Any
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import SftSet, load_images, load_sft, prompt_turns, reference_completion
-from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model
+from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model, run_record
 from lakeshift.models.train import RunOptions
 from lakeshift.rewards import parse_rewards, trl_reward_funcs
 
@@ -92,20 +92,6 @@ def options_from_dict(values: dict[str, Any]) -> GrpoOptions:
     return GrpoOptions(**kwargs)
 
 
-def init_run_record(model: str) -> dict[str, Any]:
-    """The ``run.json`` of the initial model when it is a lakeshift run folder, else ``{}``."""
-    run = Path(model) / RUN_FILE
-    if not run.is_file():
-        return {}
-    try:
-        record = json.loads(run.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise LakeshiftError(f"{run}: malformed JSON ({err.msg})") from None
-    if not isinstance(record, dict):
-        raise LakeshiftError(f"{run}: expected a JSON object, got {type(record).__name__}")
-    return record
-
-
 def check_init_model(model: str) -> ModelSpec:
     """Resolves ``--model`` for GRPO: it must already generate (a run folder, checkpoint or hub id).
 
@@ -140,7 +126,7 @@ def resolve_grpo(opts: GrpoOptions) -> tuple[GrpoOptions, ModelSpec, dict[str, A
             raise LakeshiftError(f"{option} {value}: must be > 0 (GRPO samples its completions)")
     spec = check_init_model(opts.model)
     check_modality(spec, opts.input_format)
-    init = init_run_record(opts.model)
+    init = run_record(opts.model)  # RUN/model and RUN/checkpoint-N are RUN's: its prompt and recipe
     for key, flag, value in (
         ("input_format", "--input", opts.input_format),
         ("cot_format", "--cot", opts.cot_format),
@@ -198,6 +184,59 @@ def default_completion_length(sft: SftSet, tokenizer: Any) -> int:
         raise LakeshiftError(f"{sft.path}: no reference completions to size it; pass --max-completion-length")
     longest = max(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in refs[:8])
     return math.ceil(1.25 * longest) + 16
+
+
+def check_memory(
+    spec: ModelSpec, rows: list[dict[str, Any]], hp: dict[str, Any], tokenizer: Any, cuda: bool
+) -> None:
+    """Refuses, before the model loads, a batch the machine cannot hold (:func:`lakeshift.bounds.grpo_memory`
+    on the longest prompt plus ``max_completion_length``); a model whose config lacks its shape is not
+    checked.
+
+    Raises:
+        LakeshiftError: the estimate exceeds the free memory of the GPU (or of the machine on a CPU).
+    """
+    from lakeshift import bounds
+
+    shape = spec.config.get("text_config") or spec.config
+    try:
+        hidden, layers, vocab = (int(shape[k]) for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
+        heads = int(shape["num_attention_heads"])
+        kv_width = int(shape.get("num_key_value_heads", heads)) * hidden // heads
+        mlp = int(shape.get("intermediate_size", 4 * hidden))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return
+    texts = ["".join(_text_of(m.get("content")) for m in row["prompt"]) for row in rows]
+    longest = max(texts, key=len)
+    # + 16: the chat template's role markers around each turn
+    tokens = len(tokenizer(longest, add_special_tokens=False)["input_ids"]) + 16 + hp["max_completion_length"]
+    need = bounds.grpo_memory(
+        completions=hp["batch_size"],
+        generated_at_once=hp["batch_size"] * hp["grad_accum"],
+        tokens=tokens,
+        hidden=hidden,
+        layers=layers,
+        vocab=vocab,
+        kv_width=kv_width,
+        n_params=vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * mlp),
+        value_bytes=2 if hp["bf16"] else 4,
+        checkpointing=hp["gradient_checkpointing"],
+    )
+    if cuda:
+        import torch
+
+        available = float(torch.cuda.mem_get_info()[0])
+    else:
+        available = bounds.available_memory()
+    batch = f"{hp['batch_size']} sequences of up to {tokens} tokens"
+    what = f"--num-generations {hp['num_generations']} ({batch})"
+    bounds.check_grpo_memory(need, available, what)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
 def from_named_size(init: dict[str, Any]) -> bool:
@@ -300,6 +339,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         _run_record,
         _TimeBudget,
         _write_run,
+        already_finished,
         budget_trainer_class,
         lora_config,
         train_and_save,
@@ -338,6 +378,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
     hp = resolve_grpo_hparams(opts, init, len(rows), world, cuda, spec)
     if hp["max_completion_length"] is None:
         hp["max_completion_length"] = default_completion_length(sft, tokenizer_of(processing))
+    check_memory(spec, rows, hp, tokenizer_of(processing), cuda)
     hp["rewards"] = weights
     distributed = {
         "world_size": world,
@@ -364,6 +405,8 @@ def train_grpo(opts: GrpoOptions) -> Path:
     )
     if opts.resume:
         record = _check_resume(out, record)
+        if already_finished(out):
+            return out / "model"
     state.wait_for_everyone()
     out.mkdir(parents=True, exist_ok=True)
     if is_main:
@@ -396,6 +439,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         peft_config=peft_config,
     )
     record["grpo_config"] = {k: getattr(args, k) for k in GRPO_CONFIG_KEYS if hasattr(args, k)}
+    trainer.add_callback(_completions_callback(completions_log))
     shown = {"reward": "reward", "success_rate": "success", "completions/mean_length": "len"}
     final = train_and_save(
         trainer,
@@ -411,3 +455,34 @@ def train_grpo(opts: GrpoOptions) -> Path:
     )
     print(f"lakeshift train: GRPO log of every sampled completion in {completions_log}", file=sys.stderr)
     return final
+
+
+def _completions_callback(log: Path) -> Any:
+    """Keeps ``completions.jsonl`` free of repeats: a resumed run samples again every step after its
+    checkpoint, so the rows logged there before the kill are dropped when training (re)starts."""
+    from transformers import TrainerCallback
+
+    class ResumedCompletions(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            truncate_completions(log, state.global_step)
+
+    return ResumedCompletions()
+
+
+def truncate_completions(log: Path, step: int) -> None:
+    """Keeps the rows of a completions log sampled before optimizer step ``step`` (a row's ``step`` is the
+    number of steps done when its completion was sampled), and drops lines torn by a kill."""
+    from lakeshift.io import atomic_write
+
+    if not log.is_file():
+        return
+    keep = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            row_step = int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if row_step < step:
+            keep.append(line + "\n")
+    with atomic_write(log) as f:
+        f.write("".join(keep))

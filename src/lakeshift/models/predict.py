@@ -37,6 +37,7 @@ from typing import Any
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import dumps
+from lakeshift.models import cells
 from lakeshift.models.data import SftSet, load_sft, prompt_turns, reference_completion
 from lakeshift.models.generation import (
     DECODING_PRESETS,
@@ -46,6 +47,7 @@ from lakeshift.models.generation import (
     PromptItem,
     preset_decoding,
 )
+from lakeshift.scoring import stale_data_message
 
 BACKENDS = ("hf", "vllm", "openai")
 # Fields that must agree between the rows already in an output file and a resumed run.
@@ -81,8 +83,9 @@ def default_max_new_tokens(full: SftSet, backend: Backend) -> int | None:
     return math.ceil(1.25 * max(c for c in counts if c is not None)) + 16
 
 
-def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
-    """Ids already in ``out``; drops a torn last line left by a crash; checks the settings match."""
+def _read_done(out: Path, expect: dict[str, Any], data: SftSet) -> set[str]:
+    """Ids already in ``out``; drops a torn last line left by a crash; checks the settings match and that
+    the rows answer this version of the data (``data_sha256``: a regenerated split reuses its ids)."""
     if not out.is_file():
         return set()
     raw = out.read_bytes()
@@ -113,6 +116,8 @@ def _read_done(out: Path, expect: dict[str, Any]) -> set[str]:
                     f"but this run has {expect.get(key)!r}; "
                     "use another --out (or delete the file) instead of mixing settings"
                 )
+        if row.get("data_sha256") not in (None, data.sha256):
+            raise LakeshiftError(stale_data_message(f"{out}, line {lineno}", row["data_sha256"], data.path))
         done.add(str(row["id"]))
     if len(good) != len(raw):
         # A crash mid-write leaves a torn line: cut it so the file stays valid JSONL.
@@ -183,6 +188,8 @@ def predict(
         prompt=prompt,
     )
     backend.check(input_format)
+    spec = getattr(backend, "spec", None)
+    cells.check_sizes(getattr(spec, "model_type", None), sft.selected_sizes(), str(sft.path))
     if max_new_tokens is None and backend.name != "openai":
         max_new_tokens = default_max_new_tokens(full, backend)
     if decoding is not None:
@@ -211,8 +218,14 @@ def predict(
 
         # Every row keeps the whole selection: the merged shards are scored against all of it.
         base["shard"] = {"index": shard[0], "count": shard[1]}
+        selected = len(items)
         items = shard_items(items, *shard)
-    done = _read_done(out, base)
+        if not items:
+            raise LakeshiftError(
+                f"--shard {shard[0]}/{shard[1]}: the selection has {selected} maps, so this shard has none "
+                f"(split it into at most {selected} shards)"
+            )
+    done = _read_done(out, base, full)
     todo = [item for item in items if item.id not in done]
     stats = {
         "done_before": len(done & {item.id for item in items}),

@@ -51,7 +51,10 @@ SHIFTED_CELL_SIZES = frozenset({"mini-cells-shift", "mini-cells-compose"})
 COMPOSED_CELL_SIZES = frozenset({"mini-cells-compose"})
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
-BASE_MODELS: dict[str, str] = {"mini-cells-base": "configs/base-mini-cells.yaml"}
+BASE_MODELS: dict[str, str] = {
+    "mini-cells-base": "configs/base-mini-cells.yaml",
+    "mini-cells-trace-base": "configs/base-mini-cells-trace.yaml",
+}
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
 # table+desc traces on 10x10 maps reach ~15k characters).
@@ -147,8 +150,12 @@ def resolve_model(name: str) -> ModelSpec:
             if (path / RUN_FILE).is_file():
                 raise LakeshiftError(f"--model {name}: the run has no model/ yet (training unfinished?)")
             raise LakeshiftError(f"--model {name}: {config_file} not found (not a model checkpoint folder)")
+        run = run_record(path)
+        problem = saved_model_problem(folder)
+        if problem:
+            raise LakeshiftError(f"--model {name}: {problem}")
         config = _read_config(config_file)
-        return _spec_from_config(name, "path", str(folder), config, small=_trained_small(path))
+        return _spec_from_config(name, "path", str(folder), config, small=_trained_small(run))
     if not _HUB_ID.match(name):
         raise LakeshiftError(
             f"--model {name}: unknown model: not one of the named sizes ({', '.join(NAMED_MODELS)}), "
@@ -165,22 +172,148 @@ def resolve_model(name: str) -> ModelSpec:
     return _spec_from_config(name, "hub", name, config)
 
 
+def resolve_offline(name: str) -> ModelSpec | None:
+    """:func:`resolve_model` for every name but a hub id, which is ``None`` here (it is checked online, when
+    it is loaded): what a plan can check of a model before anything runs.
+
+    Raises:
+        LakeshiftError: as :func:`resolve_model`.
+    """
+    if name not in NAMED_MODELS and not Path(name).exists() and _HUB_ID.match(name):
+        return None
+    return resolve_model(name)
+
+
 def _read_config(config_file: Path) -> dict[str, Any]:
-    try:
-        return json.loads(config_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise LakeshiftError(f"{config_file}: malformed JSON ({err.msg})") from None
+    from lakeshift.io import read_json
+
+    config = read_json(config_file)
+    if not isinstance(config, dict):
+        raise LakeshiftError(f"{config_file}: expected a JSON object, got {type(config).__name__}")
+    return config
 
 
-def _trained_small(path: Path) -> bool:
-    """Whether ``path`` is a lakeshift run (SFT or pretraining) of a small model: it trained with the
-    ``scratch`` preset, so fine-tuning it further does too (a fine-tuned 7B run says ``paper``)."""
-    try:
-        record = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+_CHECKPOINT_NAME = re.compile(r"checkpoint-\d+")
+
+
+def run_folder(path: Path) -> Path | None:
+    """The training run a model path belongs to: ``RUN`` for ``RUN`` itself and for its own folders
+    ``RUN/model``, ``RUN/adapter`` and ``RUN/checkpoint-N``; ``None`` for a path outside any run."""
+    if (path / RUN_FILE).is_file():
+        return path
+    own = path.name in ("model", "adapter") or _CHECKPOINT_NAME.fullmatch(path.name)
+    return path.parent if own and (path.parent / RUN_FILE).is_file() else None
+
+
+def run_record(model: str | Path) -> dict[str, Any]:
+    """The ``run.json`` of the run ``model`` belongs to (:func:`run_folder`), or ``{}`` outside a run: what
+    every reader of a model takes its formats, prompt and recipe from, whichever of its folders it names.
+
+    Raises:
+        LakeshiftError: a ``run.json`` that is not a JSON object, or a run still marked ``running`` whose
+            final model is the one asked for (killed or out of disk while saving it; its checkpoints are
+            complete and may be named).
+    """
+    from lakeshift.io import read_json
+
+    path = Path(model)
+    run_dir = run_folder(path)
+    if run_dir is None:
+        return {}
+    run_file = run_dir / RUN_FILE
+    record = read_json(run_file)
     if not isinstance(record, dict):
-        return False
+        raise LakeshiftError(f"{run_file}: expected a JSON object, got {type(record).__name__}")
+    final = run_dir / "model"
+    asked_final = path.resolve() in (run_dir.resolve(), final.resolve())
+    if record.get("status") == "running" and final.exists() and asked_final:
+        # run.json says "done" only after model/ is completely saved: this one was cut short while saving.
+        raise LakeshiftError(
+            f"{run_file}: status 'running', so {final} is not a complete model (killed or out of disk while "
+            "saving?); finish the run with `lakeshift train ... --resume`"
+        )
+    return record
+
+
+#: The JSON files a saved model folder may hold; a torn one fails in transformers with a traceback.
+MODEL_JSON_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "chat_template.json",
+)
+
+
+def saved_model_problem(folder: Path) -> str | None:
+    """Why a saved model folder cannot be loaded, or ``None``: its weights (:func:`weights_problem`) and
+    every JSON file it holds (:data:`MODEL_JSON_FILES`) must be complete. Cheap: no tensor is read."""
+    from lakeshift.io import read_json
+
+    for name in MODEL_JSON_FILES:
+        if (folder / name).is_file():
+            try:
+                read_json(folder / name)
+            except LakeshiftError as err:
+                return f"{err} (a save or copy that did not finish?)"
+    problem = weights_problem(folder)
+    return f"{folder}: {problem} (a save or copy that did not finish?)" if problem else None
+
+
+def weights_problem(folder: Path) -> str | None:
+    """Why the weights of a saved model or checkpoint folder cannot be loaded, or ``None``: they must be
+    there (``model.safetensors``, its shards, an adapter or a legacy ``.bin``) and each complete (a
+    safetensors file its full length, a torch zip file its central directory, written last)."""
+    names = ("model.safetensors", "adapter_model.safetensors")
+    weights = [folder / n for n in names if (folder / n).is_file()]
+    for index in (folder / "model.safetensors.index.json", folder / "pytorch_model.bin.index.json"):
+        if index.is_file():
+            try:
+                shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+                return f"{index.name} is unreadable"
+            weights += [folder / str(shard) for shard in sorted(shards)]
+    for legacy in ("pytorch_model.bin", "adapter_model.bin"):
+        if (folder / legacy).is_file():
+            weights.append(folder / legacy)
+    if not weights:
+        return "no model weights (no model.safetensors)"
+    for file in weights:
+        problem = torn_file(file)
+        if problem:
+            return problem
+    return None
+
+
+def torn_file(file: Path) -> str | None:
+    """Why a weights, optimizer or scheduler file is not complete (``"<name> is cut short"``), or ``None``."""
+    import zipfile
+
+    if not file.is_file():
+        return f"no {file.name}"
+    try:
+        if file.suffix == ".safetensors":
+            with file.open("rb") as f:
+                header_len = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(header_len))
+            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+            if file.stat().st_size < 8 + header_len + end:
+                return f"{file.name} is cut short"
+        else:
+            with zipfile.ZipFile(file) as z:  # torch.save's format: the directory at the end goes first
+                z.namelist()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile):
+        return f"{file.name} is unreadable"
+    return None
+
+
+def _trained_small(record: dict[str, Any]) -> bool:
+    """Whether ``record`` (a ``run.json``) is a lakeshift run (SFT or pretraining) of a small model: it
+    trained with the ``scratch`` preset, so fine-tuning it further does too (a fine-tuned 7B run says
+    ``paper``)."""
     hparams, init = record.get("hparams"), record.get("init")
     if isinstance(init, dict) and init.get("from_named_size"):  # GRPO after a small model's SFT
         return True

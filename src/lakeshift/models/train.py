@@ -12,9 +12,8 @@ The flow of :func:`train`, top to bottom:
 Presets (``--preset``):
 
 - ``scratch`` (default for lakeshift's small models: named sizes, shipped bases and their runs): lr 3e-3,
-  batch 32, 3 epochs, warmup 3%, weight decay 0.01: the best of the measured recipes (RESULTS.md; 60 minutes
-  of it from ``mini-cells-base`` solved 0.96 of the id-test maps on grid / none). Until 2026-12-01 it was
-  lr 1e-3, batch 8.
+  batch 32, warmup 3%, weight decay 0.01 (the best of the measured recipes, RESULTS.md), and the paper's
+  10 epochs (Table 8).
 - ``paper`` (default for checkpoints): Table 8 of the paper as printed: 10 epochs, per-device batch 1,
   gradient accumulation **1**, 10 warmup steps, lr 1e-5, weight decay 0.01, AdamW, bf16; plus gradient
   checkpointing on GPU (as the paper's code).
@@ -58,12 +57,15 @@ from lakeshift.models.registry import (
     load_model,
     load_processing,
     resolve_model,
+    tokenizer_of,
+    torn_file,
+    weights_problem,
 )
-from lakeshift.models.tokenizer import TOKENIZERS, message_texts
+from lakeshift.models.tokenizer import TOKENIZERS, build_tokenizer, message_texts
 
 PRESETS: dict[str, dict[str, Any]] = {
     "scratch": {
-        "epochs": 3,
+        "epochs": 10,
         "batch_size": 32,
         "grad_accum": 1,
         "lr": 3e-3,
@@ -258,16 +260,21 @@ def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, 
     }
 
 
-def _finished(out: Path) -> int | None:
-    """The final step of a finished run in ``out`` (``run.json`` says done and ``model/`` is saved), else
-    ``None``: resuming it would train past its last step and overwrite its model."""
+def already_finished(out: Path) -> bool:
+    """Whether ``out`` holds a finished run (``run.json`` says done and ``model/`` is saved), saying so:
+    resuming it would train past its last step and overwrite its model (SFT, GRPO and pretraining)."""
     try:
         old = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return False
     if not isinstance(old, dict) or old.get("status") != "done" or not (out / "model").is_dir():
-        return None
-    return int(old.get("global_step") or 0)
+        return False
+    print(
+        f"lakeshift train: {out} already finished (step {old.get('global_step')}, model in "
+        f"{out / 'model'}); --resume has nothing to do (to train longer, start a new --out)",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _check_resume(out: Path, record: dict[str, Any]) -> dict[str, Any]:
@@ -526,6 +533,9 @@ def train(opts: TrainOptions) -> Path:
         raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
     if (out / RUN_FILE).is_file() and not opts.resume:
         raise LakeshiftError(f"--out {out}: holds an unfinished run; pass --resume to continue it")
+    cells.check_sizes(spec.model_type, sft.selected_sizes(), str(sft.path))
+    if opts.max_length is not None:
+        check_max_length(opts.max_length, spec, sft, opts.tokenizer)
 
     import torch
     from accelerate import PartialState
@@ -547,13 +557,7 @@ def train(opts: TrainOptions) -> Path:
     record["distributed"] = distributed
     if opts.resume:
         record = _check_resume(out, record)
-        done = _finished(out)
-        if done is not None:
-            print(
-                f"lakeshift train: {out} already finished (step {done}, model in {out / 'model'}); "
-                "--resume has nothing to do (to train longer, start a new --out)",
-                file=sys.stderr,
-            )
+        if already_finished(out):
             return out / "model"
     # Every rank has checked the folder before rank 0 writes into it (else a late rank would see rank 0's
     # fresh run.json and refuse an "unfinished run").
@@ -597,6 +601,36 @@ def train(opts: TrainOptions) -> Path:
         is_main=is_main,
         state=state,
     )
+
+
+def check_max_length(max_length: int, spec: ModelSpec, sft: SftSet, tokenizer_kind: str) -> None:
+    """Refuses a ``--max-length`` that leaves the longest prompts no answer token: the trainer drops such
+    conversations (all of them: an empty dataset and a traceback). Measured with the model's tokenizer
+    on the prompts longest in characters; image prompts are not measured.
+
+    Raises:
+        LakeshiftError: naming the longest prompt's length in tokens.
+    """
+    from lakeshift.models.data import prompt_turns
+
+    if sft.input_format == "image":
+        return
+    if spec.kind == "named":
+        texts = [t for r in sft.records for t in message_texts(r["messages"])]
+        tokenizer = build_tokenizer(tokenizer_kind, texts, vision=spec.vision)
+    else:
+        tokenizer = tokenizer_of(load_processing(spec))
+    longest = sorted(sft.records, key=lambda r: sum(map(len, message_texts(prompt_turns(r)))), reverse=True)
+    template = tokenizer.apply_chat_template
+    prompt = max(
+        len(template(prompt_turns(r), tokenize=True, add_generation_prompt=True)["input_ids"])
+        for r in longest[:8]
+    )
+    if max_length <= prompt:
+        raise LakeshiftError(
+            f"--max-length {max_length}: the longest prompts of {sft.path} are {prompt} tokens before their "
+            f"answer, which would be cut away entirely (nothing left to train on); give more than {prompt}"
+        )
 
 
 def lora_config(hp: dict[str, Any], vision: bool) -> Any:
@@ -780,45 +814,7 @@ def _checkpoint_problem(path: Path, step: int) -> str | None:
         return f"trainer_state.json is at step {saved_step}"
     if any(path.glob("global_step*")):  # DeepSpeed keeps weights and optimizer in its own folder
         return None
-    weights = [path / n for n in ("model.safetensors", "adapter_model.safetensors") if (path / n).is_file()]
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (OSError, ValueError, KeyError, AttributeError):
-            return f"{index.name} is unreadable"
-        weights += [path / shard for shard in sorted(shards)]
-    for legacy in ("pytorch_model.bin", "adapter_model.bin"):
-        if (path / legacy).is_file():
-            weights.append(path / legacy)
-    if not weights:
-        return "no model weights"
-    for file in [*weights, path / "optimizer.pt", path / "scheduler.pt"]:
-        problem = _torn_file(file)
-        if problem:
-            return problem
-    return None
-
-
-def _torn_file(file: Path) -> str | None:
-    import zipfile
-
-    if not file.is_file():
-        return f"no {file.name}"
-    try:
-        if file.suffix == ".safetensors":
-            with file.open("rb") as f:
-                header_len = int.from_bytes(f.read(8), "little")
-                header = json.loads(f.read(header_len))
-            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-            if file.stat().st_size < 8 + header_len + end:
-                return f"{file.name} is cut short"
-        else:
-            with zipfile.ZipFile(file) as z:  # torch.save's format: the directory at the end goes first
-                z.namelist()
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
-        return f"{file.name} is unreadable"
-    return None
+    return weights_problem(path) or torn_file(path / "optimizer.pt") or torn_file(path / "scheduler.pt")
 
 
 def _truncate_metrics(metrics_path: Path, step: int) -> None:

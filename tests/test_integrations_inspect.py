@@ -1,0 +1,241 @@
+"""The inspect_ai entry point: ``lakeshift/frozenlake`` through inspect's own ``eval()`` and CLI.
+
+inspect's ``mockllm`` model answers each prompt with a fixed output (the reference, a wrong move, a CoT
+trace, text without a box, ...); every per-sample score must equal ``lakeshift score`` on the same outputs,
+and the grouped metrics the accuracies of those verdicts. One slow test runs inspect's ``hf`` provider on a
+small model trained here.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from model_fixtures import generate_split
+
+# CI installs the extra, so a missing inspect_ai fails there instead of skipping quietly.
+if os.environ.get("CI"):
+    importlib.import_module("inspect_ai")
+else:
+    pytest.importorskip(
+        "inspect_ai", reason="the inspect extra is not installed: pip install 'lakeshift[inspect]'"
+    )
+
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import ContentImage, ModelOutput, ModelUsage, get_model
+
+from lakeshift.cli import main
+from lakeshift.errors import LakeshiftError
+from lakeshift.integrations.inspect_ai import frozenlake, frozenlake_samples
+
+WRONG = "\\boxed{UP}"
+
+
+def _output(text: str) -> ModelOutput:
+    """A mockllm answer with its token usage given (else mockllm counts tokens with a downloaded encoding)."""
+    output = ModelOutput.from_content(model="mockllm", content=text)
+    output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    return output
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    generate_split(
+        root, "id-test", sizes=(3, 4), count=4, inputs=("grid", "image"), cots=("grid",), images=True, seed=5
+    )
+    return root
+
+
+def _records(data: Path) -> list[dict]:
+    return [json.loads(x) for x in (data / "id-test" / "sft" / "grid__grid.jsonl").read_text().splitlines()]
+
+
+def _fixed_outputs(data: Path) -> dict[str, str]:
+    """An output per map: the reference trace, a broken trace, a wrong plan, text without a box..."""
+    outputs = {}
+    for i, rec in enumerate(_records(data)):
+        reference = rec["messages"][2]["content"]
+        outputs[rec["id"]] = [
+            reference,
+            reference.replace("\\boxed{", "so \\boxed{UP, "),  # the answer disagrees with the trace
+            WRONG,
+            "I cannot tell.",
+        ][i % 4]
+    return outputs
+
+
+def _mock(data: Path, answer_of_id: dict[str, str]):
+    by_prompt = {rec["messages"][1]["content"]: answer_of_id[rec["id"]] for rec in _records(data)}
+
+    def answer(messages, tools, tool_choice, config):
+        return _output(by_prompt[messages[-1].text])
+
+    return get_model("mockllm/model", custom_outputs=answer, memoize=False)
+
+
+def _lakeshift_scores(data: Path, outputs: dict[str, str], tmp_path: Path) -> dict[str, dict]:
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(
+        "".join(json.dumps({"id": i, "output": o, "cot_format": "grid"}) + "\n" for i, o in outputs.items())
+    )
+    scored = tmp_path / "scored.jsonl"
+    maps = data / "id-test" / "maps.jsonl"
+    assert main(["score", "--maps", str(maps), "--predictions", str(preds), "--out", str(scored)]) == 0
+    return {r["id"]: r for r in map(json.loads, scored.read_text().splitlines())}
+
+
+def test_mockllm_scores_equal_lakeshift_score_and_metrics_group_by_size_and_d_inf(data, tmp_path):
+    outputs = _fixed_outputs(data)
+    task = frozenlake(split="id-test", input="grid", cot="grid", data=str(data))
+    [log] = inspect_eval(task, model=_mock(data, outputs), log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success"
+    expected = _lakeshift_scores(data, outputs, tmp_path)
+    assert sorted(s.id for s in log.samples) == sorted(expected)
+    for sample in log.samples:
+        score = sample.scores["frozenlake_scorer"]
+        rec = expected[sample.id]
+        assert sample.output.completion == outputs[sample.id]
+        assert score.value == (1.0 if rec["success"] else 0.0)
+        assert score.explanation == rec["verdict"]
+        assert score.answer == ", ".join(rec["moves"])
+        for key in ("trace_faithful", "trace_divergence_step", "trace_answer_agrees", "progress", "fell_at"):
+            assert score.metadata[key] == rec[key], key
+    verdicts = {r["verdict"] for r in expected.values()}
+    assert {"success", "no_answer"} <= verdicts and len(verdicts) >= 3
+    assert any(r["trace_faithful"] for r in expected.values())
+    assert any(r["trace_answer_agrees"] is False for r in expected.values())
+
+    metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
+    by: dict[str, list[bool]] = defaultdict(list)
+    for rec in expected.values():
+        by[f"size={rec['size']}"].append(rec["success"])
+        by[f"d_inf={rec['d_inf']}"].append(rec["success"])
+    assert metrics["accuracy"] == pytest.approx(sum(r["success"] for r in expected.values()) / len(expected))
+    for name, successes in by.items():
+        assert metrics[name] == pytest.approx(sum(successes) / len(successes)), name
+
+
+def test_images_are_content_images_of_the_split_pngs(data):
+    samples = frozenlake_samples(data, "id-test", "image", "grid")
+    first = samples[0]
+    images = [c for c in first.input[-1].content if isinstance(c, ContentImage)]
+    png = (data / "id-test" / "images" / f"{first.id}.png").read_bytes()
+    assert len(images) == 1 and images[0].image == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert first.metadata["size"] == 3 and first.target.startswith("\\boxed{")
+
+
+def test_samples_reduce_to_mean_pass_and_plan_majority(data, tmp_path):
+    """Three epochs per map: every even map answers (reference, wrong, reference), odd maps (wrong, wrong,
+    reference), whatever order the epochs run in."""
+    records = _records(data)
+    answers = {}
+    for i, rec in enumerate(records):
+        reference = rec["messages"][2]["content"]
+        answers[rec["messages"][1]["content"]] = (
+            [reference, WRONG, reference] if i % 2 == 0 else [WRONG] * 2 + [reference]
+        )
+    calls: dict[str, int] = defaultdict(int)
+
+    def answer(messages, tools, tool_choice, config):
+        prompt = messages[-1].text
+        calls[prompt] += 1
+        return _output(answers[prompt][calls[prompt] - 1])
+
+    task = frozenlake(
+        split="id-test", input="grid", cot="grid", data=str(data), decoding="frozen_ood", samples=3
+    )
+    model = get_model("mockllm/model", custom_outputs=answer, memoize=False)
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and log.eval.config.epochs == 3
+    assert (log.plan.config.temperature, log.plan.config.top_p, log.plan.config.seed) == (0.7, 0.9, 42)
+    accuracy = {s.reducer: s.metrics["accuracy"].value for s in log.results.scores}
+    n = len(records)
+    assert accuracy["max"] == 1.0  # pass@3: every map has the reference once
+    assert accuracy["plan_majority"] == pytest.approx(sum(i % 2 == 0 for i in range(n)) / n)
+    assert accuracy["mean"] == pytest.approx(sum(2 / 3 if i % 2 == 0 else 1 / 3 for i in range(n)) / n)
+
+
+def test_bad_task_arguments_are_one_clear_error(data):
+    with pytest.raises(LakeshiftError, match="-T decoding=beam: unknown"):
+        frozenlake(data=str(data), decoding="beam")
+    with pytest.raises(LakeshiftError, match="-T samples=2: greedy decoding"):
+        frozenlake(data=str(data), samples=2)
+    with pytest.raises(LakeshiftError, match="no split 'ood-moon'"):
+        frozenlake(data=str(data), split="ood-moon")
+
+
+def test_without_data_the_task_generates_the_suites_split(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAKESHIFT_CACHE", str(tmp_path / "cache"))
+    task = frozenlake(split="ood-dist", input="grid", cot="none", suite="tiny", seed=3)
+    assert (
+        main(["generate", "--suite", "tiny", "--seed", "3", "--out", str(tmp_path / "g"), "--no-images"]) == 0
+    )
+    maps = [json.loads(x) for x in (tmp_path / "g" / "ood-dist" / "maps.jsonl").read_text().splitlines()]
+    assert [s.id for s in task.dataset] == [m["id"] for m in maps]
+    sft = (tmp_path / "g" / "ood-dist" / "sft" / "grid__none.jsonl").read_text().splitlines()
+    assert [s.input[-1].text for s in task.dataset] == [json.loads(x)["messages"][1]["content"] for x in sft]
+    assert all(s.metadata["d_inf"] >= 6 for s in task.dataset)
+
+
+ENTRY_POINT_SCRIPT = """
+import json, sys
+from inspect_ai import eval
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+def answer(messages, tools, tool_choice, config):
+    output = ModelOutput.from_content(model="mockllm", content="\\\\boxed{UP}")
+    output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    return output
+
+task_args = {"split": "id-test", "input": "grid", "cot": "grid", "data": sys.argv[1]}
+model = get_model("mockllm/model", custom_outputs=answer)
+[log] = eval("lakeshift/frozenlake", task_args=task_args, model=model, log_dir=sys.argv[2], display="none")
+print(json.dumps({"task": log.eval.task, "status": log.status, "n": len(log.samples),
+                  "loaded": "lakeshift.integrations.inspect_ai" in sys.modules}))
+"""
+
+
+def test_the_task_name_resolves_through_the_inspect_ai_entry_point(data, tmp_path):
+    """A fresh process that never imports lakeshift finds ``lakeshift/frozenlake`` by its entry point."""
+    argv = [sys.executable, "-c", ENTRY_POINT_SCRIPT, str(data), str(tmp_path / "logs")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"task": "lakeshift/frozenlake", "status": "success", "n": 8, "loaded": True}
+
+
+@pytest.mark.slow
+def test_the_inspect_cli_with_a_local_hf_model_scores_as_lakeshift_score(data, tmp_path):
+    """``inspect eval lakeshift/frozenlake`` from inspect's CLI, through its ``hf`` provider (transformers on
+    CPU) with a small model trained here; every verdict equals ``lakeshift score`` on the logged outputs."""
+    run = tmp_path / "run"
+    train = ["train", "--data", str(data), "--split", "id-test", "--input", "grid", "--cot", "grid"]
+    train += ["--model", "micro", "--prompt", "map-only", "--max-steps", "2", "--out", str(run)]
+    assert main(train) == 0
+    log_dir = tmp_path / "logs"
+    argv = ["eval", "lakeshift/frozenlake", "-T", "split=id-test", "-T", "input=grid", "-T", "cot=grid"]
+    argv += ["-T", f"data={data}", "-T", "prompt=map-only", "-T", "per_size=2"]
+    argv += ["--model", "hf/micro", "-M", f"model_path={run / 'model'}", "--max-tokens", "24"]
+    argv += ["--log-dir", str(log_dir), "--log-format", "json", "--display", "none"]
+    cli = [sys.executable, "-m", "inspect_ai", *argv]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [log_file] = log_dir.glob("*.json")
+    log = json.loads(log_file.read_text())
+    assert log["eval"]["task"] == "lakeshift/frozenlake" and log["status"] == "success"
+    outputs = {s["id"]: s["output"]["choices"][0]["message"]["content"] for s in log["samples"]}
+    assert len(outputs) == 4
+    outputs = {
+        k: v if isinstance(v, str) else "".join(p.get("text", "") for p in v) for k, v in outputs.items()
+    }
+    expected = _lakeshift_scores(data, outputs, tmp_path)
+    for sample in log["samples"]:
+        assert sample["scores"]["frozenlake_scorer"]["explanation"] == expected[sample["id"]]["verdict"]
