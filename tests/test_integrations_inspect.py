@@ -172,6 +172,15 @@ def test_bad_task_arguments_are_one_clear_error(data):
         frozenlake(data=str(data), split="ood-moon")
 
 
+def test_a_bad_task_argument_is_one_line_in_inspects_cli(tmp_path):
+    cli = [sys.executable, "-m", "inspect_ai", "eval", "lakeshift/frozenlake", "-T", "decoding=beam"]
+    cli += ["--model", "mockllm/model", "--log-dir", str(tmp_path)]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    printed = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode != 0 and "Traceback" not in printed
+    assert printed == "-T decoding=beam: unknown (choose from greedy, frozen_ood)"
+
+
 def test_without_data_the_task_generates_the_suites_split(tmp_path, monkeypatch):
     monkeypatch.setenv("LAKESHIFT_CACHE", str(tmp_path / "cache"))
     task = frozenlake(split="ood-dist", input="grid", cot="none", suite="tiny", seed=3)
@@ -223,7 +232,9 @@ def test_the_inspect_cli_with_a_local_hf_model_scores_as_lakeshift_score(data, t
     log_dir = tmp_path / "logs"
     argv = ["eval", "lakeshift/frozenlake", "-T", "split=id-test", "-T", "input=grid", "-T", "cot=grid"]
     argv += ["-T", f"data={data}", "-T", "prompt=map-only", "-T", "per_size=2"]
-    argv += ["--model", "hf/micro", "-M", f"model_path={run / 'model'}", "--max-tokens", "24"]
+    # inspect's hf provider samples unless told not to; greedy (temperature 0) needs do_sample=false.
+    argv += ["--model", "hf/micro", "-M", f"model_path={run / 'model'}", "-M", "do_sample=false"]
+    argv += ["--max-tokens", "24"]
     argv += ["--log-dir", str(log_dir), "--log-format", "json", "--display", "none"]
     cli = [sys.executable, "-m", "inspect_ai", *argv]
     proc = subprocess.run(cli, capture_output=True, text=True, timeout=600, check=False)

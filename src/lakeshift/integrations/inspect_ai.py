@@ -28,7 +28,8 @@ Decoding and repeated samples
 -----------------------------
 ``decoding`` is a :data:`lakeshift.models.generation.DECODING_PRESETS` name (default ``greedy``:
 temperature 0; ``frozen_ood``: temperature 0.7, top-p 0.9, seed 42, the paper's evaluation script), set as
-the task's generate config, which inspect's own options (``--temperature``) override. ``samples=K`` runs K
+the task's generate config, which inspect's own options (``--temperature``) override; inspect's ``hf``
+provider samples unless given ``-M do_sample=false``, which greedy decoding needs. ``samples=K`` runs K
 epochs reduced three ways: ``mean`` (the mean success over the samples), ``max`` (pass@k) and
 :func:`plan_majority` (maj@k: the verdict of the most frequent plan, as ``lakeshift score`` counts it).
 """
@@ -76,6 +77,19 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 #: Named suites the task can generate without a ``data`` folder.
 GENERATED_SUITES = ("paper", "tiny")
+
+try:  # inspect's CLI prints this kind of error as its message alone, without a traceback
+    from inspect_ai._util.error import PrerequisiteError as _OneLine
+except ImportError:  # pragma: no cover - a future inspect without it: the error keeps its traceback
+    _OneLine = Exception  # type: ignore[misc,assignment]
+
+
+class TaskArgumentError(LakeshiftError, _OneLine):
+    """A bad ``-T`` argument or input folder of :func:`frozenlake`, as one line in inspect's CLI."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def cache_root() -> Path:
@@ -281,6 +295,27 @@ def frozenlake(
         decoding: A decoding preset: ``greedy`` or ``frozen_ood``.
         samples: Answers per map (epochs), reduced to mean, pass@k (max) and maj@k (plan majority).
     """
+    try:
+        return _frozenlake_task(
+            split, input, cot, data, suite, seed, prompt, per_size, compat, decoding, samples
+        )
+    except LakeshiftError as err:
+        raise TaskArgumentError(str(err)) from None
+
+
+def _frozenlake_task(
+    split: str,
+    input: str,
+    cot: str,
+    data: str | None,
+    suite: str,
+    seed: int,
+    prompt: str,
+    per_size: int | None,
+    compat: str | None,
+    decoding: str,
+    samples: int,
+) -> Task:
     if decoding not in DECODING_PRESETS:
         raise LakeshiftError(f"-T decoding={decoding}: unknown (choose from {', '.join(DECODING_PRESETS)})")
     if compat not in COMPAT_MODES:
