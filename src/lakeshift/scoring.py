@@ -42,9 +42,9 @@ Repeated samples
 ----------------
 A predictions row with ``samples`` (``lakeshift predict --samples K``) is scored on its ``output`` as any
 row, and each of its K samples is scored the same way (without the trace check): ``pass_at_k`` is true
-when any sample succeeds, ``maj_at_k`` is the verdict's success of the most frequent plan (the parsed moves
-the scorer simulates; samples without moves do not vote; a tie goes to the plan met first), see
-:func:`majority_index`. A map without a prediction fails both.
+when any sample succeeds, ``maj_at_k`` when the most frequent plan succeeds (plans are the parsed moves the
+scorer simulates; samples without moves do not vote; a tie goes to the plan met first, see
+:func:`majority_index`). A map without a prediction fails both.
 
 CoT faithfulness
 ----------------
