@@ -11,7 +11,6 @@ real CLI would print as a traceback).
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import tempfile
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 from test_models_openai import FakeOpenAI
 
 from lakeshift.cli import main
+from tests.cli_checks import one_error_line, quiet_main
 
 SUITE = """\
 splits:
@@ -57,24 +57,6 @@ def work(data: Path, tmp_path: Path) -> Path:
     """A private copy of the suite and runs, free to corrupt."""
     shutil.copytree(data, tmp_path / "w")
     return tmp_path / "w"
-
-
-def quiet_main(argv: list[str | Path]) -> tuple[int, str]:
-    """Runs the CLI in process; returns the exit status and stderr (an exception escapes: a traceback)."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main([str(a) for a in argv])
-    return code, err.getvalue()
-
-
-def one_error_line(code: int, err: str, *needles: str) -> str:
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if ": error: " in line]
-    assert len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def maps_of(w: Path) -> Path:

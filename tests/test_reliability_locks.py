@@ -9,7 +9,6 @@ predict`` processes race on one file against a slow local OpenAI-compatible serv
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
@@ -22,9 +21,9 @@ from pathlib import Path
 import pytest
 from test_models_openai import FakeOpenAI
 
-from lakeshift.cli import main
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import lock_path, output_lock
+from tests.cli_checks import quiet_main
 
 HOLDER = """\
 import sys, time
@@ -38,13 +37,6 @@ with output_lock(sys.argv[1]):
 def take_and_release(out: Path) -> None:
     with output_lock(out):
         pass
-
-
-def quiet_main(argv: list[str | Path]) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main([str(a) for a in argv])
-    return code, err.getvalue()
 
 
 @contextlib.contextmanager

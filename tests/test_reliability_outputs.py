@@ -22,6 +22,7 @@ import pytest
 from test_models_openai import FakeOpenAI
 
 from lakeshift.cli import main
+from tests.cli_checks import one_error_line
 
 SUITE = """\
 splits:
@@ -76,17 +77,6 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int,
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def one_error_line(code: int, err: str, *needles: str) -> str:
-    """Asserts exit 2, no traceback and exactly one ``error:`` line holding every needle; returns it."""
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if ": error: " in line]
-    assert len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 @contextlib.contextmanager

@@ -11,9 +11,7 @@ refused; a study's model names stay inside its workdir, and its dry run refuses 
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import os
 import shutil
@@ -22,28 +20,10 @@ from pathlib import Path
 import pytest
 from test_models_openai import FakeOpenAI
 
-from lakeshift.cli import main
 from lakeshift.errors import LakeshiftError
+from tests.cli_checks import one_error_line, quiet_main
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def quiet_main(argv: list[str | Path]) -> tuple[int, str]:
-    """Runs the CLI in process; returns the exit status and stderr (an exception escapes: a traceback)."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main([str(a) for a in argv])
-    return code, err.getvalue()
-
-
-def one_error_line(code: int, err: str, *needles: str) -> str:
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if ": error: " in line]
-    assert len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def snapshot(folder: Path) -> dict[Path, bytes]:

@@ -10,8 +10,6 @@ checkpoint is saved is one line, and the run resumes from there.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 from collections.abc import Callable
@@ -21,27 +19,9 @@ import pytest
 from model_fixtures import generate_split
 from test_reliability_outputs import tmpfs
 
-from lakeshift.cli import main
+from tests.cli_checks import one_error_line, quiet_main
 
 pytestmark = pytest.mark.slow
-
-
-def quiet_main(argv: list[str | Path]) -> tuple[int, str]:
-    """Runs the CLI in process; returns the exit status and stderr (an exception escapes: a traceback)."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main([str(a) for a in argv])
-    return code, err.getvalue()
-
-
-def one_error_line(code: int, err: str, *needles: str) -> str:
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if ": error: " in line]
-    assert len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def rows(path: Path) -> list[dict]:
