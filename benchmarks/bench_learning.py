@@ -4,10 +4,13 @@
     python benchmarks/bench_learning.py --out bench-learning --only desc-coords-mini-15
     python benchmarks/bench_learning.py --out bench-learning --list
     python benchmarks/bench_learning.py --out bench-learning --only A B --jobs 2    # two arms at a time
+    python benchmarks/bench_learning.py --out bench-learning --only A --validation  # + validation splits
 
 Each arm trains one model with ``lakeshift train`` under a time budget (``--max-minutes``, learning rate
 annealed with the clock), predicts greedily with ``lakeshift predict`` on id-test (50 maps per size 3-6)
-and on ood-size / ood-dist (25 per size 7-10), and scores with ``lakeshift score``. The data is one suite
+and on ood-size / ood-dist (25 per size 7-10), and scores with ``lakeshift score``; with ``--validation``
+also on the validation splits ``val-id`` (50 per size 3-6) and ``val-ood`` (25 per size 7-10, d_inf >= 6),
+disjoint from the training and test maps: choose arms and settings on those. The data is one suite
 (``SUITE`` below: 40,000 training maps with id-train's distribution) generated once into ``OUT/data``.
 Results go to ``OUT/results.jsonl`` one line per arm as it finishes (rerunning skips finished arms, so an
 interrupted sweep resumes), with the load average before and after training; ``OUT/results.md`` is the
@@ -60,11 +63,25 @@ SUITE = {
             "exclude": ["id-train"],
             "groups": [{"size": s, "count": 25, "hole_prob": 0.1, "d_inf_min": 6} for s in (7, 8, 9, 10)],
         },
+        # Validation maps for choosing arms, checkpoints and settings (``--validation``): their own split
+        # names, hence their own random streams (map i of split s depends on (seed, s, i)), and disjoint
+        # from the training and test maps, so no choice is made on a test split.
+        {
+            "name": "val-id",
+            "exclude": ["id-train", "id-test"],
+            "groups": [{"size": s, "count": 50, "hole_prob": 0.2} for s in (3, 4, 5, 6)],
+        },
+        {
+            "name": "val-ood",
+            "exclude": ["id-train", "ood-size", "ood-dist"],
+            "groups": [{"size": s, "count": 25, "hole_prob": 0.1, "d_inf_min": 6} for s in (7, 8, 9, 10)],
+        },
     ],
 }
 INPUTS = "grid,desc,table"
 COTS = "none,coords,desc,grid+desc,grid,table,table+desc,astar"
 SPLITS = ("id-test", "ood-size", "ood-dist")
+VALIDATION_SPLITS = ("val-id", "val-ood")
 
 
 def arm(
@@ -166,7 +183,7 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
+def run_arm(a: dict[str, Any], out: Path, data: Path, splits: tuple[str, ...] = SPLITS) -> dict[str, Any]:
     run = out / "runs" / a["name"]
     log = out / "runs" / f"{a['name']}.log"
     run.parent.mkdir(parents=True, exist_ok=True)
@@ -207,7 +224,7 @@ def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
         "threads": record.get("host", {}).get("threads"),
         "date": time.strftime("%Y-%m-%d"),
     }
-    for split in SPLITS:
+    for split in splits:
         preds = run / f"{split}.jsonl"
         sh(
             [
@@ -259,15 +276,18 @@ def run_arm(a: dict[str, Any], out: Path, data: Path) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    splits = [s for s in (*SPLITS, *VALIDATION_SPLITS) if any(s in r for r in rows)]
     lines = [
-        "| arm | params | steps | load | id-test | ood-size | ood-dist |",
-        "|---|---|---|---|---|---|---|",
+        "| arm | params | steps | load | " + " | ".join(splits) + " |",
+        "|---|---|---|---|" + "---|" * len(splits),
     ]
     for r in rows:
         cells = [
-            f"{r[s]['k']}/{r[s]['n']} = {r[s]['acc']:.3f}"
+            "-"
+            if s not in r
+            else f"{r[s]['k']}/{r[s]['n']} = {r[s]['acc']:.3f}"
             + (f", faithful {r[s]['faithful']}" if r[s].get("faithful") is not None else "")
-            for s in SPLITS
+            for s in splits
         ]
         lb = "-" if r["load_before"] is None else f"{r['load_before']:.1f}"
         lines.append(
@@ -284,6 +304,11 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="arm names to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the arms and exit")
     parser.add_argument("--jobs", type=int, default=1, help="arms run at once, each with its share of cores")
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="also predict the validation splits (val-id, val-ood): choose arms on these, never on test maps",
+    )
     args = parser.parse_args()
     if args.list:
         for a in ARMS:
@@ -307,6 +332,7 @@ def main() -> int:
             str(data),
             "--no-images",
             "--no-progress",
+            "--force",  # OUT/data is the bench's own: splits it already holds with this config are kept
             "--inputs",
             INPUTS,
             "--cots",
@@ -339,7 +365,7 @@ def main() -> int:
 
     def one(a: dict[str, Any]) -> None:
         print(f"arm {a['name']} ({a['minutes']:g} min of training)", file=sys.stderr, flush=True)
-        row = run_arm(a, args.out, data)
+        row = run_arm(a, args.out, data, SPLITS + (VALIDATION_SPLITS if args.validation else ()))
         with lock, results.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)

@@ -419,6 +419,38 @@ def test_with_every_grid_each_redrawn_map_gets_its_cells_and_the_answer_still_wa
     ]
 
 
+@given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["grid", "grid+desc"]))
+@settings(max_examples=40, deadline=None)
+def test_with_next_each_redrawn_token_gets_the_cell_it_predicts(tokenizer, m, cot) -> None:
+    """``cell_grids: next``: in each map a grid CoT redraws, the token before a cell (the header line, the
+    cell to its left, or the newline ending the row above) carries that cell's row and column; the row's
+    last cell carries none. The prompt's map and the answer's walk are those of ``every``."""
+    path = m.optimal_path()
+    text = formats.render(m, "grid") + "\n" + traces.completion(m, path, cot)
+    ids = tokenizer.encode(text)
+    base = cell_tables(tokenizer, moves=True)
+    every = cell_positions(ids, lookup_tables({**base, "cell_grids": "every"}))
+    coupled = cell_positions(ids, lookup_tables({**base, "cell_grids": "next"}))
+    pairs = list(zip(*every, strict=True))
+    nexts = list(zip(*coupled, strict=True))
+    moves = set(base["cell_moves"])
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    cells = [
+        i for i, p in enumerate(pairs) if p != (0, 0) and str(ids[i]) not in moves and "(" not in tokens[i]
+    ]
+    n_cells = m.size * m.size
+    prompt, redrawn = cells[:n_cells], cells[n_cells:]
+    assert [nexts[i] for i in range(prompt[-1] + 1)] == pairs[: prompt[-1] + 1]  # the prompt's own cells
+    assert len(redrawn) == n_cells * len(path)
+    for i in redrawn:  # each redrawn cell is announced, with its own row and column, by the token before it
+        assert nexts[i - 1] == pairs[i], (i, tokens[i - 1])
+        r, c = pairs[i]
+        assert nexts[i] == ((r, c + 1) if c < m.size else (0, 0))
+    assert [p for i, p in enumerate(nexts) if str(ids[i]) in moves] == [
+        p for i, p in enumerate(pairs) if str(ids[i]) in moves
+    ]
+
+
 def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     from tests.model_fixtures import generate_split
 
@@ -427,7 +459,7 @@ def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     argv = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro"]
     assert main([*argv, "--out", str(tmp_path / "run"), "--cell-grids", "every"]) == 2
     err = capsys.readouterr().err
-    assert "--cell-grids every: needs first or every and a cells model" in err and "Traceback" not in err
+    assert "--cell-grids every: needs first, every, next and a cells model" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
 
 
@@ -446,7 +478,7 @@ def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> li
     random_maps(max_size=5, hole_probs=(0.25,)),
     st.sampled_from(["grid", "table", "desc"]),
     st.sampled_from(ALL_COTS),
-    st.sampled_from(["first", "every"]),
+    st.sampled_from(["first", "every", "next"]),
 )
 @settings(max_examples=80, deadline=None)
 def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(tokenizer, m, input_format, cot, grids):
@@ -497,8 +529,9 @@ def _cells_model(grids: str, *, moves: bool, shift: bool = False, compose: bool 
         ("every", True, False, False),
         ("every", True, True, False),
         ("every", True, True, True),
+        ("next", True, False, False),
     ],
-    ids=["first", "first-walk", "every-walk", "every-walk-shift", "every-walk-shift-compose"],
+    ids=["first", "first-walk", "every-walk", "every-walk-shift", "every-walk-shift-compose", "next-walk"],
 )
 def test_the_logits_at_each_position_are_those_of_the_prefix_alone(grids, moves, shift, compose) -> None:
     """For every cells configuration and every CoT format, each position's logits computed from the

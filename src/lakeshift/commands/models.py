@@ -188,7 +188,8 @@ def _register_train(subparsers: Any) -> None:
         choices=GRIDS,
         help="cells models (mini-cells*, mini-cells-base): which grids of a sequence get row and column "
         "embeddings: first (the prompt's map; the default of mini-cells and mini-cells-base) or every "
-        "(also each map a grid CoT redraws; the default of mini-cells-shift and mini-cells-compose); "
+        "(also each map a grid CoT redraws; the default of mini-cells-shift and mini-cells-compose) or next "
+        "(as every, but a redrawn cell gets the row and column of the cell it predicts, the one after it); "
         "saved with the model",
     )
     p.add_argument(

@@ -36,7 +36,12 @@ first`` (the default, and the shipped base's) only the first grid of a sequence 
 grid input, the prompt's map); with ``every`` (``mini-cells-shift``, ``mini-cells-compose``, or
 ``lakeshift train --cell-grids every``) so does each map a grid CoT redraws, so that a redrawn cell shares
 the vector of the prompt's cell it copies (the study's grid-CoT models at 8 minutes redrew maps without
-their start and goal: RESULTS.md). Answers walk from the first grid's start either way. Table and desc
+their start and goal: RESULTS.md). With ``next`` a redrawn grid is coupled to what it predicts instead:
+the header line before it gets (1, 1), each cell the row and column of the cell after it in its row (the
+row's last cell none), and each newline inside it the first cell of the next row, so the token that predicts
+cell (r, c) carries the vector of the prompt's cell (r, c) it copies (as a move of an answer carries the cell
+it reaches). A grid's width and height are those of the sequence's first grid. Answers walk from the first
+grid's start either way. Table and desc
 inputs get none (desc writes its coordinates as words). Rows and columns above the
 training sizes have untrained embeddings, like the coordinate tokens themselves: this helps reading maps,
 not size generalization by itself.
@@ -71,7 +76,7 @@ from typing import Any
 MAX_CELL = 31  # rows and columns 1..30 (MAX_MAP_SIZE); 0 = not a cell
 MODEL_TYPE = "lakeshift_cells"
 GRID_CELLS = ".PGX"
-GRIDS = ("first", "every")  # the values of ``cell_grids``: which grids of a sequence get cells
+GRIDS = ("first", "every", "next")  # the values of ``cell_grids``: which grids get cells, and how
 
 _registered: dict[str, Any] = {}
 
@@ -158,7 +163,8 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "moves": {int(k): tuple(v) for k, v in fields.get("cell_moves", {}).items()},
         "start": set(fields.get("cell_start", [])),
         "box": fields.get("cell_box", -1),
-        "every": fields.get("cell_grids", "first") == "every",
+        "every": fields.get("cell_grids", "first") in ("every", "next"),
+        "next": fields.get("cell_grids", "first") == "next",
     }
 
 
@@ -198,6 +204,7 @@ class _Walk:
     here: tuple[int, int] = (0, 0)
     walking: bool = False  # the previous token was a move of an answer
     recent: tuple[int, ...] = ()  # the last tokens read, as many as the grid header has
+    redrawn: bool = False  # inside a grid after the sequence's first (one a grid CoT writes)
 
     def step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int]:
         """Reads ``tok`` and returns its row and column."""
@@ -205,6 +212,9 @@ class _Walk:
         prev = self.recent[-1] if self.recent else None
         after_header = bool(header) and self.recent == header
         self.recent = (*self.recent, tok)[-max(len(header), 1) :]
+        if tables["next"] and self.state == "done" and self.height and self.recent == header:
+            self.walking = False
+            return 1, 1  # ``next``: the header line of a redrawn grid predicts its cell (1, 1)
         if tok in tables["coords"]:
             self.walking = False
             return tables["coords"][tok]
@@ -214,6 +224,7 @@ class _Walk:
         starts_grid = tok in tables["first"] and after_header
         if self.state == "done" and tables["every"] and starts_grid:
             self.state, self.row = "before", 0  # a later grid (one a grid CoT redraws): read it too
+            self.redrawn = True
         if self.state == "done":
             moves = tables["moves"]
             boxed = prev == tables["box"]
@@ -230,9 +241,11 @@ class _Walk:
             self.col += 1
         elif self.state == "inside" and tok == tables["newline"]:
             self.col = 0
+            if tables["next"] and self.redrawn and self.row < self.height:
+                return self.row + 1, 1  # ``next``: it predicts the first cell of the next row
             return 0, 0
         elif self.state == "inside":
-            self.state = "done"
+            self.state, self.redrawn = "done", False
             self.height = self.height or self.row
             return 0, 0
         else:
@@ -243,6 +256,8 @@ class _Walk:
             self.width = max(self.width, self.col)
             if self.start is None and tok in tables["start"]:
                 self.start = (self.row, self.col)
+        if tables["next"] and self.redrawn:  # the cell this one predicts; the row's last predicts a newline
+            return (self.row, self.col + 1) if self.col < self.width else (0, 0)
         return self.row, self.col
 
 
@@ -258,9 +273,10 @@ def shifted(index: Any) -> Any:
 
 
 def set_grids(model: Any, grids: str) -> None:
-    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (``first`` or ``every``; saved with it)."""
+    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`; saved with it)."""
     model.config.cell_grids = grids
-    model.model.embed_tokens.tables["every"] = grids == "every"
+    model.model.embed_tokens.tables["every"] = grids in ("every", "next")
+    model.model.embed_tokens.tables["next"] = grids == "next"
 
 
 def config_walks(config: Any) -> bool:

@@ -517,8 +517,8 @@ def train(opts: TrainOptions) -> Path:
         opts.cell_grids not in cells.GRIDS or spec.model_type != cells.MODEL_TYPE
     ):
         raise LakeshiftError(
-            f"--cell-grids {opts.cell_grids}: needs first or every and a cells model (--model mini-cells, "
-            f"mini-cells-base, ...; {opts.model} is {spec.model_type})"
+            f"--cell-grids {opts.cell_grids}: needs {', '.join(cells.GRIDS)} and a cells model "
+            f"(--model mini-cells, mini-cells-base, ...; {opts.model} is {spec.model_type})"
         )
     sft = load_sft(
         opts.data,
