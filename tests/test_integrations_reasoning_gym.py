@@ -112,6 +112,27 @@ def test_rewards_are_lakeshift_score_verdicts(tmp_path: Path, partial_credit: bo
         assert any(0.0 < r < 1.0 for r in rewards)
 
 
+def test_a_composite_dataset_mixes_it_in_and_scores_extracted_answers_through_lakeshift() -> None:
+    """reasoning-gym's own pipeline: a ``composite`` of this dataset and one of reasoning-gym's, answers
+    taken from ``<answer>`` tags by ``reasoning_gym.utils.extract_answer``, rewards from the composite."""
+    from reasoning_gym.composite import DatasetSpec
+    from reasoning_gym.utils import extract_answer
+
+    specs = [
+        DatasetSpec(NAME, 1.0, {"min_grid_size": 4, "max_grid_size": 5}),
+        DatasetSpec("chain_sum", 1.0, {}),
+    ]
+    data = reasoning_gym.create_dataset("composite", seed=4, size=12, datasets=specs)
+    ours = [e for e in data if e["metadata"]["source_dataset"] == NAME]
+    assert ours and len(ours) < len(data)
+    for entry in ours:
+        path = entry["metadata"]["map"]["optimal_path"]
+        right = extract_answer(f"<think>...</think><answer>{', '.join(path)}</answer>")
+        wrong = extract_answer(f"<answer>{', '.join(path[:-1])}</answer>")  # stops short of the goal
+        assert data.score_answer(right, entry) == 1.0
+        assert data.score_answer(wrong, entry) == 0.0
+
+
 def test_no_answer_scores_zero() -> None:
     data = reasoning_gym.create_dataset(NAME, seed=1, size=1, partial_credit=True)
     assert [data.score_answer(text, data[0]) for text in (None, "", "  ")] == [0.0] * 3

@@ -29,9 +29,14 @@ Decoding and repeated samples
 ``decoding`` is a :data:`lakeshift.models.generation.DECODING_PRESETS` name (default ``greedy``:
 temperature 0; ``frozen_ood``: temperature 0.7, top-p 0.9, seed 42, the paper's evaluation script), set as
 the task's generate config, which inspect's own options (``--temperature``) override; inspect's ``hf``
-provider samples unless given ``-M do_sample=false``, which greedy decoding needs. ``samples=K`` runs K
+provider samples unless given ``-M do_sample=false``, which greedy decoding needs, and loads the tokenizer
+with ``AutoTokenizer``, which reads a lakeshift-trained model folder's tokenizer as Qwen2's (dropping spaces
+and newlines): give such a model ``-M tokenizer_path=`` a folder holding its tokenizer files alone
+(``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja``). ``samples=K`` runs K
 epochs reduced three ways: ``mean`` (the mean success over the samples), ``max`` (pass@k) and
 :func:`plan_majority` (maj@k: the verdict of the most frequent plan, as ``lakeshift score`` counts it).
+Epoch ``e`` asks with the run's seed plus ``e - 1`` (:func:`epoch_seeded_generate`), as ``lakeshift predict
+--samples`` seeds sample ``e - 1``: a provider that honours the seed would otherwise answer every epoch alike.
 """
 
 from __future__ import annotations
@@ -69,7 +74,8 @@ try:
         scorer,
         stderr,
     )
-    from inspect_ai.solver import TaskState
+    from inspect_ai.solver import Generate, Solver, TaskState, solver
+    from inspect_ai.solver import generate as plain_generate
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"lakeshift.integrations.inspect_ai needs inspect_ai ({err}): pip install 'lakeshift[inspect]'"
@@ -82,6 +88,12 @@ try:  # inspect's CLI prints this kind of error as its message alone, without a 
     from inspect_ai._util.error import PrerequisiteError as _OneLine
 except ImportError:  # pragma: no cover - a future inspect without it: the error keeps its traceback
     _OneLine = Exception  # type: ignore[misc,assignment]
+
+
+try:  # the generate config of the running eval: the task's, under inspect's own options (--seed)
+    from inspect_ai.model._generate_config import active_generate_config as _active_config
+except ImportError:  # pragma: no cover - a future inspect without it: epochs keep the task's seed
+    _active_config = None
 
 
 class TaskArgumentError(LakeshiftError, _OneLine):
@@ -266,6 +278,24 @@ def plan_majority() -> ScoreReducer:
     return reduce
 
 
+@solver(name="epoch_seeded_generate")
+def epoch_seeded_generate(seed: int | None = None) -> Solver:
+    """inspect's ``generate`` with the seed of epoch ``e`` (1-based) set to the run's seed plus ``e - 1``.
+
+    The run's seed is the eval's active one (the task's decoding preset, or inspect's ``--seed``), else
+    ``seed``; without any, the request goes unseeded.
+    """
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        base = _active_config().seed if _active_config is not None else None
+        base = seed if base is None else base
+        if base is None:
+            return await generate(state)
+        return await generate(state, seed=base + state.epoch - 1)
+
+    return solve
+
+
 @task
 def frozenlake(
     split: str = "id-test",
@@ -330,6 +360,7 @@ def _frozenlake_task(
     config = GenerateConfig(temperature=temperature, top_p=top_p if temperature else None, seed=decoding_seed)
     return Task(
         dataset=MemoryDataset(dataset, name=f"frozenlake-{split}-{input}__{cot}"),
+        solver=epoch_seeded_generate(decoding_seed) if samples > 1 else plain_generate(),
         scorer=frozenlake_scorer(str(folder / split / "maps.jsonl"), cot, compat),
         config=config,
         epochs=Epochs(samples, ["mean", "max", plan_majority()]) if samples > 1 else None,
