@@ -172,6 +172,7 @@ def test_yaml_numbers_of_a_pretraining_config_arrive_as_numbers(tmp_path: Path) 
         ("name: [a, b]\n" + PRETRAIN, ":1: name: expected a name (a string), got ['a', 'b']"),
         (PRETRAIN.replace("{3: 12}", "{3: 100000000000}"), "corpus.maps: 100,000,000,000 maps up to 3x3"),
     ],
+    ids=["train seed 2**33", "corpus seed 2**33", "size 31", "name a list", "10**11 maps"],
 )
 def test_bad_pretraining_configs_are_one_line_before_any_work(
     text: str, message: str, tmp_path: Path
@@ -425,7 +426,7 @@ def _predict(data: Path, out: Path, server: FakeOpenAI, *extra: str) -> tuple[in
 def test_predictions_of_an_older_version_of_the_data_are_refused(
     work: Path, tmp_path: Path, server: FakeOpenAI
 ) -> None:
-    preds = tmp_path / "preds.jsonl"
+    preds = tmp_path / "runs" / "fake" / "id-test.jsonl"
     assert _predict(work, preds, server)[0] == 0
     maps = work / "id-test" / "maps.jsonl"
     assert quiet_main(["score", "--maps", maps, "--predictions", preds])[0] == 0
@@ -436,6 +437,10 @@ def test_predictions_of_an_older_version_of_the_data_are_refused(
     assert preds.read_bytes() == before
     code, err = quiet_main(["score", "--maps", maps, "--predictions", preds])
     one_error_line(code, err, f"{preds}, line 1: field 'data_sha256'", str(work / "id-test" / "sft"))
+    code, err = quiet_main(
+        ["report", preds.parent, "--data", work, "--out", tmp_path / "report", "--no-images"]
+    )
+    one_error_line(code, err, f"{preds}, line 1: field 'data_sha256'")
 
 
 def test_a_shard_without_maps_is_refused(data: Path, tmp_path: Path, server: FakeOpenAI) -> None:
@@ -517,4 +522,22 @@ def test_a_dry_run_refuses_what_the_run_would(change: tuple[str, str], message: 
     study = _study(tmp_path, STUDY.replace(*change))
     code, err = quiet_main(["run", study, "--dry-run", "--workdir", tmp_path / "w"])
     one_error_line(code, err, str(study), message)
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+    ("split", "group"),
+    [("id-train", "size: 3, count: 4"), ("id-test", "size: 3, count: 2")],
+    ids=["id-train", "id-test"],
+)
+def test_a_dry_run_refuses_a_cells_model_on_maps_beyond_its_positions(
+    split: str, group: str, tmp_path: Path
+) -> None:
+    """Rows and columns past 30 would all get position 0: the plan says so, as train and predict would."""
+    text = STUDY.replace(group, "size: 31, count: 1").replace("model: micro", "model: micro-cells")
+    study = _study(tmp_path, text)
+    code, err = quiet_main(["run", study, "--dry-run", "--workdir", tmp_path / "w"])
+    one_error_line(
+        code, err, f"{study}:8: train.model: micro-cells: split {split}: 31x31 maps: a cells model has row"
+    )
     assert not (tmp_path / "w").exists()

@@ -213,10 +213,13 @@ def test_a_max_length_shorter_than_the_prompts_is_refused(data: Path, tmp_path: 
     assert not out.exists()
 
 
-def test_a_grpo_batch_the_machine_cannot_hold_is_refused(data: Path, sft_run: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("n", ["100000", "1000000"])
+def test_a_grpo_batch_the_machine_cannot_hold_is_refused(
+    n: str, data: Path, sft_run: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
-    code, err = quiet_main(grpo_argv(data, sft_run, out, "--num-generations", "1000000", "--max-steps", "1"))
-    one_error_line(code, err, "--num-generations 1000000 (1000000 sequences of up to", "would need about")
+    code, err = quiet_main(grpo_argv(data, sft_run, out, "--num-generations", n, "--max-steps", "1"))
+    one_error_line(code, err, f"--num-generations {n} ({n} sequences of up to", "would need about")
     assert not out.exists()
 
 
@@ -240,3 +243,66 @@ def test_a_full_disk_while_a_checkpoint_is_saved_is_one_line_and_resumes(
     )
     assert code == 0, err
     assert json.loads((moved / "run.json").read_text())["global_step"] == 8
+
+
+# ----- output folders: a user's folder is not a run, a named size is not a folder --------------------------
+def test_grpo_refuses_a_folder_that_is_not_a_run(data: Path, sft_run: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    (folder / "checkpoint-1").mkdir(parents=True)
+    (folder / "checkpoint-1" / "notes.txt").write_text("my own checkpoint\n")
+    (folder / "README.md").write_text("my readme\n")
+    before = snapshot(folder)
+    code, err = quiet_main(grpo_argv(data, sft_run, folder, "--num-generations", "2", "--max-steps", "1"))
+    one_error_line(code, err, f"--out {folder} is a folder that is not empty and not a previous run folder")
+    assert snapshot(folder) == before
+
+
+def test_a_named_size_is_not_an_input_folder_of_the_output(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model micro --out .`` in an empty folder: ``micro`` is a named size, not a folder held by ``.``."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, err = quiet_main(sft_argv(data, Path("."), "micro", "--max-steps", "1"))
+    assert code == 0, err
+    assert (here / "model" / "config.json").is_file()
+
+
+# ----- a cells model on maps larger than its row and column positions --------------------------------------
+@pytest.fixture(scope="module")
+def big_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder with one 31x31 map (split ``big``): one row and column more than a cells model has."""
+    root = tmp_path_factory.mktemp("big")
+    generate_split(root, "big", sizes=(31,), count=1, train=True, seed=1)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cells_run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 2-step micro-cells SFT run on 3x3 maps (map-only prompt)."""
+    run = tmp_path_factory.mktemp("runs") / "cells"
+    code, err = quiet_main(sft_argv(data, run, "micro-cells", "--max-steps", "2"))
+    assert code == 0, err
+    return run
+
+
+CELLS_READERS = {
+    "sft": lambda data, run, out: sft_argv(data, out, "micro-cells", "--split", "big", "--max-steps", "1"),
+    "grpo": lambda data, run, out: grpo_argv(
+        data, run, out, "--split", "big", "--num-generations", "2", "--max-steps", "1"
+    ),
+    "predict": lambda data, run, out: predict_argv(data, run, out / "p.jsonl", "--split", "big"),
+}
+
+
+@pytest.mark.parametrize("reader", sorted(CELLS_READERS))
+def test_a_cells_model_on_maps_beyond_its_positions_is_one_line(
+    reader: str, big_data: Path, cells_run: Path, tmp_path: Path
+) -> None:
+    """Rows and columns 31 and beyond would all get position 0, without a word: one line, nothing written."""
+    out = tmp_path / "out"
+    code, err = quiet_main(CELLS_READERS[reader](big_data, cells_run, out))
+    sft = big_data / "big" / "sft" / "grid__none.jsonl"
+    one_error_line(code, err, f"{sft}: 31x31 maps: a cells model has row and column positions up to 30")
+    assert not (out / "p.jsonl").exists() if reader == "predict" else not out.exists()

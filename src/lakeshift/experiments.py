@@ -61,7 +61,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -561,7 +561,7 @@ def _plan_model(
         stages = []
     else:
         if init is None:
-            _check_sft_model(cfg, entry, where, tcfg, plan)
+            _check_sft_model(cfg, entry, where, tcfg, plan, pcfg.get("splits") or ["id-test"])
         stage = _train_stage(entry, mname, tcfg, init, plan, workdir)
         model_ref, model_key, stages = str(stage.outputs[0]), stage.key, [stage]
         trained[mname] = {
@@ -591,10 +591,16 @@ def _check_argv(cfg: SourcedConfig, stage: Stage, where: str) -> None:
 
 
 def _check_sft_model(
-    cfg: SourcedConfig, entry: Mapping[str, Any], where: str, tcfg: Mapping[str, Any], plan: _DataPlan
+    cfg: SourcedConfig,
+    entry: Mapping[str, Any],
+    where: str,
+    tcfg: Mapping[str, Any],
+    plan: _DataPlan,
+    predict_splits: Sequence[str] = (),
 ) -> None:
     """The model an SFT entry trains exists (a hub id is checked when it loads), takes its ``cell_grids``,
-    and has room for an answer within its ``max_length``.
+    has row and column positions for the maps it trains on and answers (``predict_splits``), and has room
+    for an answer within its ``max_length``.
 
     Raises:
         LakeshiftError: naming the key and its line.
@@ -613,6 +619,12 @@ def _check_sft_model(
         raise cfg.error(key, str(err)) from None
     if tcfg.get("cell_grids") is not None and spec is not None and spec.model_type != cells.MODEL_TYPE:
         raise cfg.error(key, f"cell_grids needs a cells model (mini-cells, mini-cells-base, ...), not {name}")
+    model_type = spec.model_type if spec is not None else None
+    for split in (tcfg.get("split", "id-train"), *predict_splits):
+        try:
+            cells.check_sizes(model_type, [n for n, _ in plan.groups.get(split, [])], f"split {split}")
+        except LakeshiftError as err:
+            raise cfg.error(key, f"{name}: {err}") from None
     max_length = tcfg.get("max_length")
     sizes = [n for n, _ in plan.groups.get(tcfg.get("split", "id-train"), [])]
     if max_length is not None and sizes:

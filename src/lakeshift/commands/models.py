@@ -332,7 +332,7 @@ def _train(args: argparse.Namespace) -> int:
             split_dir,
             split_dir / "sft" / f"{args.input_format}__{args.cot_format}.jsonl",
             split_dir / "maps.jsonl",
-            Path(args.model),
+            Path(args.model) if Path(args.model).exists() else None,  # a named size is no folder here
         ),
         kind="dir",
         previous=is_run_folder,

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.models import cells
 from lakeshift.models.data import SftSet, load_images, load_sft, prompt_turns, reference_completion
 from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model, run_record
 from lakeshift.models.train import RunOptions
@@ -358,6 +359,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         limit=opts.limit,
         prompt=opts.prompt,
     )
+    cells.check_sizes(spec.model_type, sft.selected_sizes(), str(sft.path))
     rows = prompt_rows(sft)
     if (out / "model").exists() and not opts.resume:
         raise LakeshiftError(f"--out {out}: already holds a finished run (choose another folder)")
