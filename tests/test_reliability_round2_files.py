@@ -146,6 +146,14 @@ def test_bad_suite_files_are_one_line_naming_the_file(case: str, tmp_path: Path)
     one_error_line(code, err, f"{study}:3", message)
 
 
+def test_a_suite_file_beyond_the_machine_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_text("splits: [{name: a, groups: [{size: 3, count: 100000000000, hole_prob: 0.1}]}]\n")
+    code, err = quiet_main(["generate", "--suite", path, "--out", tmp_path / "out", "--no-progress"])
+    one_error_line(code, err, str(path), "100,000,000,000 maps")
+    assert not (tmp_path / "out").exists()
+
+
 # ----- pretraining configs ----------------------------------------------------------------------------------
 PRETRAIN = "corpus:\n  seed: 2\n  maps: {3: 12}\ntrain:\n  model: micro\n  max_steps: 2\n"
 

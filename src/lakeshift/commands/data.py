@@ -275,7 +275,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     estimate = bounds.estimate(
         bounds.suite_sizes(specs), inputs, cots, images=not args.no_images, workers=args.workers
     )
-    bounds.check(estimate, args.out, max_memory_gb=args.max_memory_gb, max_hours=args.max_hours)
+    try:
+        bounds.check(estimate, args.out, max_memory_gb=args.max_memory_gb, max_hours=args.max_hours)
+    except LakeshiftError as err:
+        if args.suite and Path(args.suite).is_file():  # the request is in that file: name it
+            raise LakeshiftError(f"{args.suite}: {err}") from None
+        raise
     import time
 
     from lakeshift.io import output_lock
