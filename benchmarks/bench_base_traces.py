@@ -5,8 +5,10 @@
 For every trace format of the pretraining corpus (:data:`lakeshift.pretrain.TRACE_COTS`) it builds held-out
 ``trace`` examples (the corpus's own code, maps of sizes 3-6 from a split and seed no corpus uses) and
 reports, per model and format, the share of answer tokens the model predicts right (argmax) given the true
-tokens before them, and the share of examples with every answer token right. Prints a Markdown table and,
-with ``--out``, writes one JSON line per model and format.
+tokens before them, and the share of examples with every answer token right; then the same share for the
+cells of the grids a trace draws (``cell_acc``: copying the map, moving the player) and for its move words
+(``move_acc``: a random walk's choices, right by chance only). Prints a Markdown table and, with ``--out``,
+writes one JSON line per model and format.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import time
 from pathlib import Path
 
+from lakeshift.env import MOVES
+from lakeshift.formats.grid import SEP, SYMBOLS
 from lakeshift.generate import Group, SplitSpec, generate_split
 from lakeshift.pretrain import TRACE_COTS, corpus_record
 
@@ -42,6 +46,10 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
     model = load_model(spec).eval()
     tokenizer = tokenizer_of(load_processing(spec))
     right = total = exact = 0
+    vocab = tokenizer.get_vocab()
+    cells = {vocab[c] for symbol in SYMBOLS.values() for c in (symbol, SEP + symbol) if c in vocab}
+    moves = {vocab[m] for move in MOVES for m in (move, f" {move}", f", {move}") if m in vocab}
+    by_kind = {"cell": [0, 0], "move": [0, 0]}
     for start in range(0, len(records), batch):
         encoded = [
             tokenizer.apply_chat_template(
@@ -55,6 +63,10 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
             with torch.no_grad():
                 predicted = model(ids).logits[0, :-1].argmax(-1)
             hits = (predicted == ids[0, 1:])[mask]
+            for kind, members in (("cell", cells), ("move", moves)):
+                of_kind = torch.tensor([int(t) in members for t in ids[0, 1:][mask]], dtype=torch.bool)
+                by_kind[kind][0] += int(hits[of_kind].sum())
+                by_kind[kind][1] += int(of_kind.sum())
             right += int(hits.sum())
             total += int(hits.numel())
             exact += bool(hits.all())
@@ -64,6 +76,7 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
         "tokens": total,
         "token_acc": right / total,
         "exact": exact / len(records),
+        **{f"{kind}_acc": (k / n if n else None) for kind, (k, n) in by_kind.items()},
         "n": len(records),
     }
 
@@ -90,7 +103,9 @@ def main() -> int:
     print("|---|" + "---|" * len(args.model))
     for cot in args.traces:
         cells = [
-            f"{r['token_acc']:.3f} ({r['exact']:.2f} exact)"
+            f"{r['token_acc']:.3f} ({r['exact']:.2f} exact"
+            + (f", cells {r['cell_acc']:.3f}" if r["cell_acc"] is not None else "")
+            + ")"
             for name in args.model
             for r in rows
             if r["trace"] == cot and r["model"] == name
