@@ -1,15 +1,18 @@
 """lmms-eval entry point: the shipped task folder, its prompts, and verdicts equal to ``lakeshift score``.
 
 The task functions are plain Python (no lmms-eval import), so they are tested here in the main
-environment. :func:`test_lmms_eval_cli_verdicts_equal_lakeshift_score` runs the real ``lmms-eval`` CLI, which
-lives in its own environment (README, "From your harness"): ``$LAKESHIFT_LMMS_EVAL`` names its ``lmms-eval``
-executable.
+environment. :func:`test_lmms_eval_cli_verdicts_equal_lakeshift_score` (tiny-vl) and
+:func:`test_lmms_eval_cli_group_on_scripted_outputs` (lmms-eval's ``from_log`` model) run the real
+``lmms-eval`` CLI, which lives in its own environment (README, "From your harness"; .ci/run builds it):
+``$LAKESHIFT_LMMS_EVAL`` names its ``lmms-eval`` executable, and they skip without it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,7 @@ from PIL import Image
 
 from lakeshift import prompts, records, traces
 from lakeshift.cli import main
+from lakeshift.formats import INPUT_FORMATS
 from lakeshift.formats.image import render_png
 from lakeshift.integrations import lmms_eval
 from lakeshift.suites import load_maps, map_from_record
@@ -232,3 +236,141 @@ def test_a_foreign_folder_is_not_written_into(tmp_path: Path, capsys: pytest.Cap
     assert main(["lmms-eval-tasks", "--out", str(tmp_path), "--splits", "id-test"]) == 2
     assert "not empty and not a previous task folder" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# The real lmms-eval CLI (its own environment: README, "From your harness")
+# --------------------------------------------------------------------------------------------------------
+LMMS_EVAL = os.environ.get("LAKESHIFT_LMMS_EVAL")
+needs_lmms_eval = pytest.mark.skipif(
+    not LMMS_EVAL,
+    reason="$LAKESHIFT_LMMS_EVAL is unset: it names the lmms-eval executable of lmms-eval's own "
+    "environment (README, 'From your harness'; .ci/run builds one)",
+)
+
+
+def run_lmms_eval(tmp_path: Path, tasks_dir: Path, tasks: list[str], model: list[str], *extra: str) -> Path:
+    """Runs ``lmms-eval eval`` with ``--include_path tasks_dir --log_samples``; returns its output folder."""
+    out = tmp_path / "lmms-out"
+    argv = [LMMS_EVAL, "eval", *model, "--include_path", str(tasks_dir), "--tasks", ",".join(tasks)]
+    argv += ["--log_samples", "--output_path", str(out), "--verbosity", "WARNING", *extra]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    lines = (proc.stdout + proc.stderr).splitlines()
+    log = "\n".join(line for line in lines if "it/s]" not in line)[-4000:]  # no progress bars
+    # lmms-eval exits 0 after logging an error: the results file is the sign of a finished run.
+    assert proc.returncode == 0 and list(out.rglob("*_results.json")), log
+    return out
+
+
+def logged_samples(out: Path, task: str) -> list[dict]:
+    (path,) = out.rglob(f"*_samples_{task}.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def cot_of(task: str) -> str:
+    return task.rsplit("_", 1)[1]
+
+
+def assert_verdicts_are_lakeshift_score(
+    tmp_path: Path, samples: list[dict], maps: list[dict], cot: str
+) -> None:
+    """Each logged sample's record equals what ``lakeshift score`` writes for its output on its map."""
+    assert samples
+    by_id = {m["id"]: m for m in maps}
+    for sample in samples:
+        assert sample["accuracy"]["id"] == maps[sample["doc_id"]]["id"]  # document k is map k
+        assert sample["target"] == traces.boxed(maps[sample["doc_id"]]["optimal_path"])
+        # lmms-eval logs the raw output as resps where it differs from the scored one: only by whitespace
+        assert sample.get("resps", sample["filtered_resps"]).strip() == sample["filtered_resps"]
+    ids = [s["accuracy"]["id"] for s in samples]
+    maps_file, preds, scored = tmp_path / "maps.jsonl", tmp_path / "preds.jsonl", tmp_path / "scored.jsonl"
+    maps_file.write_text("".join(json.dumps(by_id[i]) + "\n" for i in ids))
+    rows = [
+        {"id": s["accuracy"]["id"], "output": s.get("resps", s["filtered_resps"]), "cot_format": cot}
+        for s in samples
+    ]  # the model's raw output
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["score", "--maps", str(maps_file), "--predictions", str(preds), "--out", str(scored)]
+    assert main(argv) == 0
+    cli = {r["id"]: r for r in map(json.loads, scored.read_text().splitlines())}
+    for sample in samples:
+        record, expected = sample["accuracy"], cli[sample["accuracy"]["id"]]
+        n = record["size"]
+        assert sample[f"accuracy_{n}x{n}"] == record
+        assert record["verdict"] == expected["verdict"], (record["id"], sample["filtered_resps"][:200])
+        assert {k: v for k, v in expected.items() if k in record} == {
+            k: v for k, v in record.items() if k in expected
+        }
+
+
+@pytest.mark.slow
+@needs_lmms_eval
+def test_lmms_eval_cli_verdicts_equal_lakeshift_score(tmp_path: Path) -> None:
+    """tiny-vl (``lakeshift lmms-eval-model``) through lmms-eval's ``qwen2_5_vl`` on a text and an image task
+    of the shipped folder: the logged verdicts are ``lakeshift score``'s on the same outputs."""
+    model = tmp_path / "tiny-vl"
+    assert main(["lmms-eval-model", "--out", str(model)]) == 0
+    tasks = ["frozenlake_ood-dist_grid_none", "frozenlake_ood-dist_image_none"]
+    args = ["--model", "qwen2_5_vl", "--model_args", f"pretrained={model},device=cpu,device_map=cpu"]
+    out = run_lmms_eval(tmp_path, TASKS, tasks, args, "--limit", "2")
+    maps = shipped_maps("ood-dist")
+    for task in tasks:
+        samples = logged_samples(out, task)
+        assert sorted(s["doc_id"] for s in samples) == [0, 1]
+        fmt = task.split("_")[2]
+        for s in samples:  # the prompt lmms-eval built is lakeshift's
+            assert s["input"] == FUNCTIONS[f"doc_to_text_{fmt}"](maps[s["doc_id"]])
+        assert_verdicts_are_lakeshift_score(tmp_path, samples, maps, cot_of(task))
+
+
+@pytest.mark.slow
+@needs_lmms_eval
+def test_lmms_eval_cli_group_on_scripted_outputs(tmp_path: Path) -> None:
+    """A split's group from a command-written folder, answered by lmms-eval's ``from_log`` model with outputs
+    of every verdict: per-sample verdicts are ``lakeshift score``'s; task and group accuracy are pooled and
+    per size."""
+    data = tmp_path / "data"
+    generate_split(data, "ood-dist", sizes=(3, 4), count=3)
+    folder = tmp_path / "tasks"
+    assert main(["lmms-eval-tasks", "--out", str(folder), "--data", str(data), "--splits", "ood-dist"]) == 0
+    maps = load_maps(folder / "maps" / "ood-dist.jsonl")
+    tasks = [lmms_eval.task_name("ood-dist", fmt, cot) for fmt in INPUT_FORMATS for cot in traces.COT_FORMATS]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for t, task in enumerate(tasks):  # from_log's log format: one JSON per task
+        # outputs of every verdict, cycled differently for each size (so per-size accuracies differ)
+        picks = [(k + t) % 6 if doc["size"] == 3 else (2 * t + 1) % 6 for k, doc in enumerate(maps)]
+        entries = [
+            {"doc_id": k, "resps": [[outputs_for(doc, cot_of(task))[pick]]]}
+            for k, (doc, pick) in enumerate(zip(maps, picks, strict=True))
+        ]
+        log = {"args": {"model": "scripted", "model_args": "", "limit": None}, "time": "0101_0000"}
+        log |= {"model_configs": {"task": task}, "logs": entries}
+        (logs / f"{task}.json").write_text(json.dumps(log))
+    out = run_lmms_eval(
+        tmp_path, folder, ["frozenlake_ood-dist"], ["--model", "from_log", "--model_args", f"logs={logs}"]
+    )
+    (results_file,) = out.rglob("*_results.json")
+    results = json.loads(results_file.read_text())["results"]
+    pooled: list[dict] = []
+    for task in tasks:
+        samples = logged_samples(out, task)
+        assert sorted(s["doc_id"] for s in samples) == list(range(len(maps)))
+        assert_verdicts_are_lakeshift_score(tmp_path, samples, maps, cot_of(task))
+        records = [s["accuracy"] for s in samples]
+        assert results[task]["accuracy,none"] == pytest.approx(FUNCTIONS["accuracy"](records))
+        for n in (3, 4):
+            sized = [r for r in records if r["size"] == n]
+            assert results[task][f"accuracy_{n}x{n},none"] == pytest.approx(FUNCTIONS["accuracy"](sized))
+        pooled += records
+    verdicts = {r["verdict"] for r in pooled}
+    assert {"success", "no_answer"} < verdicts and len(verdicts) >= 4, verdicts
+    group = results["frozenlake_ood-dist"]
+    assert group["accuracy,none"] == pytest.approx(FUNCTIONS["accuracy"](pooled))
+    by_size = {n: FUNCTIONS["accuracy"]([r for r in pooled if r["size"] == n]) for n in (3, 4)}
+    assert (
+        len({*by_size.values(), FUNCTIONS["accuracy"](pooled)}) == 3
+    )  # the checks below can tell them apart
+    for n, value in by_size.items():
+        assert group[f"accuracy_{n}x{n},none"] == pytest.approx(value)
