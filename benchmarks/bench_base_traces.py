@@ -6,9 +6,9 @@ For every trace format of the pretraining corpus (:data:`lakeshift.pretrain.TRAC
 ``trace`` examples (the corpus's own code, maps of sizes 3-6 from a split and seed no corpus uses) and
 reports, per model and format, the share of answer tokens the model predicts right (argmax) given the true
 tokens before them, and the share of examples with every answer token right; then the same share for the
-cells of the grids a trace draws (``cell_acc``: copying the map, moving the player) and for its move words
-(``move_acc``: a random walk's choices, right by chance only). Prints a Markdown table and, with ``--out``,
-writes one JSON line per model and format.
+cells of the grids a trace draws (``cell_acc``, grid and grid+desc traces: copying the map, moving the
+player) and for its move words (``move_acc``: a random walk's choices, right by chance only). Prints a
+Markdown table and, with ``--out``, writes one JSON line per model and format.
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
     tokenizer = tokenizer_of(load_processing(spec))
     right = total = exact = 0
     vocab = tokenizer.get_vocab()
-    cells = {vocab[c] for symbol in SYMBOLS.values() for c in (symbol, SEP + symbol) if c in vocab}
+    # the cells of the grids a trace draws (only grid traces draw any; elsewhere a bare "." ends a sentence)
+    draws_grids = cot in ("grid", "grid+desc")
+    cells = {
+        vocab[c] for symbol in SYMBOLS.values() for c in (symbol, SEP + symbol) if c in vocab and draws_grids
+    }
     moves = {vocab[m] for move in MOVES for m in (move, f" {move}", f", {move}") if m in vocab}
     by_kind = {"cell": [0, 0], "move": [0, 0]}
     for start in range(0, len(records), batch):
