@@ -36,15 +36,14 @@ first`` (the default, and the shipped base's) only the first grid of a sequence 
 grid input, the prompt's map); with ``every`` (``mini-cells-shift``, ``mini-cells-compose``, or
 ``lakeshift train --cell-grids every``) so does each map a grid CoT redraws, so that a redrawn cell shares
 the vector of the prompt's cell it copies (the study's grid-CoT models at 8 minutes redrew maps without
-their start and goal: RESULTS.md). With ``next`` a redrawn grid is coupled to what it predicts instead:
-the header line before it gets (1, 1), each cell the row and column of the cell after it in its row (the
-row's last cell none), and each newline inside it the first cell of the next row, so the token that predicts
-cell (r, c) carries the vector of the prompt's cell (r, c) it copies (as a move of an answer carries the cell
-it reaches). A grid's width and height are those of the sequence's first grid. Answers walk from the first
-grid's start either way. Table and desc
-inputs get none (desc writes its coordinates as words). Rows and columns above the
-training sizes have untrained embeddings, like the coordinate tokens themselves: this helps reading maps,
-not size generalization by itself.
+their start and goal: RESULTS.md). With ``next`` every grid after the sequence's first is coupled to what
+it predicts instead: the header line before it gets (1, 1), each cell the row and column of the cell after
+it in its row (the row's last cell none), and each newline inside it the first cell of the next row, so the
+token that predicts cell (r, c) carries the vector of the first grid's cell (r, c) it copies (as a move of
+an answer carries the cell it reaches); its width and height are the first grid's. Answers walk from the
+first grid's start either way. Table and desc inputs get none (desc writes its coordinates as words). Rows
+and columns above the training sizes have untrained embeddings, like the coordinate tokens themselves: this
+helps reading maps, not size generalization by itself.
 
 ``cell_shift`` (a config field, off by default; on in the named size ``mini-cells-shift``): in training,
 every row and column index of a sequence with a grid moves by one random offset (:func:`shifted`) so that
