@@ -620,13 +620,14 @@ def _check_sft_model(
     if tcfg.get("cell_grids") is not None and spec is not None and spec.model_type != cells.MODEL_TYPE:
         raise cfg.error(key, f"cell_grids needs a cells model (mini-cells, mini-cells-base, ...), not {name}")
     model_type = spec.model_type if spec is not None else None
-    for split in (tcfg.get("split", "id-train"), *predict_splits):
+    train_split = tcfg.get("split", "id-train")
+    for split in (train_split, *predict_splits):
         try:
             cells.check_sizes(model_type, [n for n, _ in plan.groups.get(split, [])], f"split {split}")
         except LakeshiftError as err:
             raise cfg.error(key, f"{name}: {err}") from None
     max_length = tcfg.get("max_length")
-    sizes = [n for n, _ in plan.groups.get(tcfg.get("split", "id-train"), [])]
+    sizes = [n for n, _ in plan.groups.get(train_split, [])]
     if max_length is not None and sizes:
         chars = bounds.prompt_chars(min(sizes), entry["input"], tcfg.get("prompt", "mirage"))
         shortest = chars // bounds.MAX_CHARS_PER_TOKEN

@@ -162,9 +162,14 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "moves": {int(k): tuple(v) for k, v in fields.get("cell_moves", {}).items()},
         "start": set(fields.get("cell_start", [])),
         "box": fields.get("cell_box", -1),
-        "every": fields.get("cell_grids", "first") in ("every", "next"),
-        "next": fields.get("cell_grids", "first") == "next",
+        **_grid_flags(fields.get("cell_grids", "first")),
     }
+
+
+def _grid_flags(grids: str) -> dict[str, bool]:
+    """The lookup-table flags of a ``cell_grids`` value: which grids get cells, and whether coupled to the
+    next cell."""
+    return {"every": grids in ("every", "next"), "next": grids == "next"}
 
 
 def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], list[int]]:
@@ -274,8 +279,7 @@ def shifted(index: Any) -> Any:
 def set_grids(model: Any, grids: str) -> None:
     """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`; saved with it)."""
     model.config.cell_grids = grids
-    model.model.embed_tokens.tables["every"] = grids in ("every", "next")
-    model.model.embed_tokens.tables["next"] = grids == "next"
+    model.model.embed_tokens.tables.update(_grid_flags(grids))
 
 
 def config_walks(config: Any) -> bool:
