@@ -451,6 +451,42 @@ def test_with_next_each_redrawn_token_gets_the_cell_it_predicts(tokenizer, m, co
     ]
 
 
+@given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["desc", "table+desc", "grid+desc"]))
+@settings(max_examples=40, deadline=None)
+def test_with_trace_moves_each_stated_move_gets_the_cell_it_reaches(tokenizer, m, cot) -> None:
+    """``cell_trace_moves``: the move a trace states (``I will move RIGHT``) gets the cell its walk reaches,
+    on from the previous stated move, the same cells the answer's moves get; with it off the stated moves
+    get none, and nothing else changes."""
+    path = m.optimal_path()
+    ids = _conversation_ids(tokenizer, m, "grid", cot)
+    base = cell_tables(tokenizer, moves=True)
+    plain = list(zip(*cell_positions(ids, lookup_tables(base)), strict=True))
+    stated = list(zip(*cell_positions(ids, lookup_tables({**base, "cell_trace_moves": True})), strict=True))
+    reached = [(r + 1, c + 1) for r, c in m.simulate(path).positions[1:]]
+    announce = tuple(base["cell_announce"])
+    after_announce = [i for i in range(len(ids)) if tuple(ids[i - len(announce) : i]) == announce]
+    assert [stated[i] for i in after_announce] == reached
+    assert [plain[i] for i in after_announce] == [(0, 0)] * len(path)
+    assert [p for i, p in enumerate(stated) if i not in after_announce] == [
+        p for i, p in enumerate(plain) if i not in after_announce
+    ]
+    assert [p for i, p in enumerate(plain) if str(ids[i]) in base["cell_moves"] and p != (0, 0)] == reached
+
+
+@given(random_maps(max_size=6, hole_probs=(0.25,)), st.sampled_from(["grid", "grid+desc"]))
+@settings(max_examples=30, deadline=None)
+def test_a_grid_of_the_answer_sets_no_start(tokenizer, m, cot) -> None:
+    """With table input the first grid of a conversation is the trace's first redrawn map, which shows the
+    player one move in: it is not the start, so no move walks (the answer's nor a stated one)."""
+    ids = _conversation_ids(tokenizer, m, "table", cot)
+    tables = lookup_tables({**cell_tables(tokenizer, moves=True), "cell_trace_moves": True})
+    rows, cols = cell_positions(ids, tables)
+    assert [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables["moves"]] == [
+        (0, 0)
+    ] * sum(i in tables["moves"] for i in ids)
+    assert any(rows)  # the redrawn grids still get their cells
+
+
 def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     from tests.model_fixtures import generate_split
 
@@ -479,19 +515,25 @@ def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> li
     st.sampled_from(["grid", "table", "desc"]),
     st.sampled_from(ALL_COTS),
     st.sampled_from(["first", "every", "next"]),
+    st.booleans(),
 )
 @settings(max_examples=80, deadline=None)
-def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(tokenizer, m, input_format, cot, grids):
+def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(
+    tokenizer, m, input_format, cot, grids, trace_moves
+):
     """Every prefix of a conversation gives its tokens the rows and columns the whole conversation gives
     them: generation, which has no later tokens, sees what training saw."""
-    tables = lookup_tables({**cell_tables(tokenizer, moves=True), "cell_grids": grids})
+    fields = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_trace_moves": trace_moves}
+    tables = lookup_tables(fields)
     ids = _conversation_ids(tokenizer, m, input_format, cot)
     rows, cols = cell_positions(ids, tables)
     for end in range(1, len(ids)):
         assert cell_positions(ids[:end], tables) == (rows[:end], cols[:end]), end
 
 
-def _cells_model(grids: str, *, moves: bool, shift: bool = False, compose: bool = False) -> tuple[Any, Any]:
+def _cells_model(
+    grids: str, *, moves: bool, shift: bool = False, compose: bool = False, trace_moves: bool = False
+) -> tuple[Any, Any]:
     import torch
 
     from lakeshift.models.cells import register
@@ -503,6 +545,7 @@ def _cells_model(grids: str, *, moves: bool, shift: bool = False, compose: bool 
         **cell_tables(tokenizer, moves=moves, compose=compose),
         cell_shift=shift,
         cell_grids=grids,
+        cell_trace_moves=trace_moves,
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -522,23 +565,34 @@ def _cells_model(grids: str, *, moves: bool, shift: bool = False, compose: bool 
 
 
 @pytest.mark.parametrize(
-    "grids, moves, shift, compose",
+    "grids, moves, shift, compose, trace_moves",
     [
-        ("first", False, False, False),
-        ("first", True, False, False),
-        ("every", True, False, False),
-        ("every", True, True, False),
-        ("every", True, True, True),
-        ("next", True, False, False),
+        ("first", False, False, False, False),
+        ("first", True, False, False, False),
+        ("every", True, False, False, False),
+        ("every", True, True, False, False),
+        ("every", True, True, True, False),
+        ("next", True, False, False, False),
+        ("next", True, False, False, True),
     ],
-    ids=["first", "first-walk", "every-walk", "every-walk-shift", "every-walk-shift-compose", "next-walk"],
+    ids=[
+        "first",
+        "first-walk",
+        "every-walk",
+        "every-walk-shift",
+        "every-walk-shift-compose",
+        "next-walk",
+        "next-walk-trace-moves",
+    ],
 )
-def test_the_logits_at_each_position_are_those_of_the_prefix_alone(grids, moves, shift, compose) -> None:
+def test_the_logits_at_each_position_are_those_of_the_prefix_alone(
+    grids, moves, shift, compose, trace_moves
+) -> None:
     """For every cells configuration and every CoT format, each position's logits computed from the
     prefix ending there equal those of one pass over the whole sequence (position rules never look ahead)."""
     import torch
 
-    model, tokenizer = _cells_model(grids, moves=moves, shift=shift, compose=compose)
+    model, tokenizer = _cells_model(grids, moves=moves, shift=shift, compose=compose, trace_moves=trace_moves)
     m = traces_map()
     for input_format, cot in [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc")]:
         ids = _conversation_ids(tokenizer, m, input_format, cot)

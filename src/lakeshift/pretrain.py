@@ -235,6 +235,8 @@ TRAIN_KEYS: dict[str, str | None] = {
     "seed": "seed",
     "bf16": "bool",
     "cell_grids": "grids",
+    "cell_trace_moves": "bool",
+    "save_steps": "positive_int",
 }
 
 

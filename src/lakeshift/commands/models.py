@@ -193,6 +193,13 @@ def _register_train(subparsers: Any) -> None:
         "saved with the model",
     )
     p.add_argument(
+        "--cell-trace-moves",
+        action="store_true",
+        default=None,
+        help="cells models: the move a trace states (I will move RIGHT, the desc CoTs) also gets the cell "
+        "its walk reaches from the prompt grid's start, as an answer's moves do; saved with the model",
+    )
+    p.add_argument(
         "--prompt",
         choices=PROMPTS,
         help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
@@ -262,7 +269,7 @@ def _register_train(subparsers: Any) -> None:
 # Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
 GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
 # SFT options that GRPO does not take.
-SFT_ONLY = ("preset", "max_length", "global_batch_size", "cell_grids")
+SFT_ONLY = ("preset", "max_length", "global_batch_size", "cell_grids", "cell_trace_moves")
 
 
 def _register_grpo_options(p: argparse.ArgumentParser) -> None:

@@ -18,8 +18,13 @@ vector and attention can match them directly:
 - every move token of an answer (``\boxed{DOWN, RIGHT}`` after the first grid; the models a named size
   builds, whose config has ``cell_moves``) gets the cell the player reaches by the moves so far, from the
   grid's start cell ``P``, one cell per move, an off-edge move staying in place (the env's rule). It is
-  where the player *would be*, not what is there: holes and the goal are still the model's to read. Moves
-  in prose (``moving DOWN or RIGHT`` of the desc CoT) get none;
+  where the player *would be*, not what is there: holes and the goal are still the model's to read. The
+  start is the ``P`` of a grid in the prompt: a grid of the assistant's turn (after ``<|im_start|>assistant``)
+  sets none, since a trace's first grid already shows the player one move in, so with table or desc
+  input no move walks. With ``cell_trace_moves`` (a config field, off by default) the move a trace states
+  after ``will move`` (``I will move RIGHT`` of the desc CoTs) walks too, on from the trace's previous
+  stated move, so the token before a redrawn grid carries the player's new cell; an answer's
+  ``\boxed{`` walks again from the start. Other moves in prose (``moving DOWN or RIGHT``) get none;
 - every other token gets index 0, whose embedding is zero.
 
 The rule is causal: a token's row and column depend only on it and the tokens before it, so generation
@@ -113,25 +118,37 @@ def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> d
         "cell_first": sorted(vocab[s] for s in GRID_CELLS if s in vocab),
         "cell_rest": sorted(vocab[f"  {s}"] for s in GRID_CELLS if f"  {s}" in vocab),
         "cell_newline": vocab["\n"],
-        "cell_header": header_ids(tokenizer),
+        **marker_ids(tokenizer),
         "cell_moves": walk,
         "cell_start": sorted(vocab[piece] for piece in ("P", "  P") if moves and piece in vocab),
         "cell_box": vocab.get("\\boxed{", -1) if moves else -1,
     }
 
 
-def header_ids(tokenizer: Any) -> list[int]:
-    """The tokens of the line that opens every grid (``Grid:`` and its newline): a grid starts after them."""
+def marker_ids(tokenizer: Any) -> dict[str, list[int]]:
+    """The token sequences the rule reads, as config fields: ``cell_header``, the line that opens every grid
+    (``Grid:`` and its newline: a grid starts after it); ``cell_answer``, the opening of the assistant's
+    turn (a grid after it is not the prompt's map); ``cell_announce``, the words before the move a trace
+    states (``I will move RIGHT``)."""
     from lakeshift.formats.grid import HEADER
+    from lakeshift.models.tokenizer import IM_START
 
-    return list(tokenizer.encode(HEADER + "\n", add_special_tokens=False))
+    def ids(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    return {
+        "cell_header": ids(HEADER + "\n"),
+        "cell_answer": ids(IM_START + "assistant\n"),
+        "cell_announce": ids(" will move"),
+    }
 
 
-def set_header(model: Any, tokenizer: Any) -> None:
-    """Gives a cells model saved without ``cell_header`` (an older checkpoint) the grid header of its
-    tokenizer, so that its grids start where the causal rule says (module doc)."""
-    model.config.cell_header = header_ids(tokenizer)
-    model.model.embed_tokens.tables["header"] = tuple(model.config.cell_header)
+def set_markers(model: Any, tokenizer: Any) -> None:
+    """Gives a cells model saved without the :func:`marker_ids` fields (an older checkpoint) those of its
+    tokenizer, so that its grids and walks follow the causal rule (module doc)."""
+    for field, ids in marker_ids(tokenizer).items():
+        setattr(model.config, field, ids)
+    model.model.embed_tokens.tables.update(lookup_tables(vars(model.config)))
 
 
 def check_sizes(model_type: str | None, sizes: Iterable[int], where: str) -> None:
@@ -159,6 +176,8 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "rest": set(fields["cell_rest"]),
         "newline": fields["cell_newline"],
         "header": tuple(fields.get("cell_header") or ()),
+        "answer": tuple(fields.get("cell_answer") or ()),
+        "announce": tuple(fields.get("cell_announce") or ()) if fields.get("cell_trace_moves") else (),
         "moves": {int(k): tuple(v) for k, v in fields.get("cell_moves", {}).items()},
         "start": set(fields.get("cell_start", [])),
         "box": fields.get("cell_box", -1),
@@ -206,17 +225,21 @@ class _Walk:
     width: int = 0
     start: tuple[int, int] | None = None
     here: tuple[int, int] = (0, 0)
-    walking: bool = False  # the previous token was a move of an answer
-    recent: tuple[int, ...] = ()  # the last tokens read, as many as the grid header has
+    walking: bool = False  # the previous token was a walked move
+    recent: tuple[int, ...] = ()  # the last tokens read, as many as the longest marker has
+    answering: bool = False  # inside the assistant's turn: a grid here is not the prompt's map
     redrawn: bool = False  # inside a grid after the sequence's first (one a grid CoT writes)
 
     def step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int]:
         """Reads ``tok`` and returns its row and column."""
-        header = tables["header"]
+        header, answer, announce = tables["header"], tables["answer"], tables["announce"]
         prev = self.recent[-1] if self.recent else None
-        after_header = bool(header) and self.recent == header
-        self.recent = (*self.recent, tok)[-max(len(header), 1) :]
-        if tables["next"] and self.state == "done" and self.height and self.recent == header:
+        after_header = bool(header) and self.recent[-len(header) :] == header
+        announced = bool(announce) and self.recent[-len(announce) :] == announce
+        self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 1) :]
+        if answer and self.recent[-len(answer) :] == answer:
+            self.answering = True
+        if tables["next"] and self.state == "done" and self.height and self.recent[-len(header) :] == header:
             self.walking = False
             return 1, 1  # ``next``: the header line of a redrawn grid predicts its cell (1, 1)
         if tok in tables["coords"]:
@@ -232,7 +255,7 @@ class _Walk:
         if self.state == "done":
             moves = tables["moves"]
             boxed = prev == tables["box"]
-            self.walking = tok in moves and self.start is not None and (self.walking or boxed)
+            self.walking = tok in moves and self.start is not None and (self.walking or boxed or announced)
             if not self.walking:
                 return 0, 0
             dr, dc = moves[tok]
@@ -258,8 +281,8 @@ class _Walk:
             return 0, 0
         if not self.height:
             self.width = max(self.width, self.col)
-            if self.start is None and tok in tables["start"]:
-                self.start = (self.row, self.col)
+            if self.start is None and tok in tables["start"] and not self.answering:
+                self.start = self.here = (self.row, self.col)
         if tables["next"] and self.redrawn:  # the cell this one predicts; the row's last predicts a newline
             return (self.row, self.col + 1) if self.col < self.width else (0, 0)
         return self.row, self.col
@@ -276,10 +299,14 @@ def shifted(index: Any) -> Any:
     return torch.where(index > 0, index + offset, index)
 
 
-def set_grids(model: Any, grids: str) -> None:
-    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`; saved with it)."""
-    model.config.cell_grids = grids
-    model.model.embed_tokens.tables.update(_grid_flags(grids))
+def set_grids(model: Any, grids: str | None = None, trace_moves: bool | None = None) -> None:
+    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`) and
+    ``cell_trace_moves`` = ``trace_moves`` (None: unchanged); saved with it."""
+    if grids is not None:
+        model.config.cell_grids = grids
+    if trace_moves is not None:
+        model.config.cell_trace_moves = trace_moves
+    model.model.embed_tokens.tables.update(lookup_tables(vars(model.config)))
 
 
 def config_walks(config: Any) -> bool:
@@ -317,6 +344,9 @@ def register() -> tuple[type, type]:
             cell_shift: bool = False,
             cell_coord_base: dict[str, int] | None = None,
             cell_grids: str = "first",
+            cell_answer: list[int] | None = None,
+            cell_announce: list[int] | None = None,
+            cell_trace_moves: bool = False,
             **kwargs: Any,
         ) -> None:
             self.cell_coords = cell_coords or {}
@@ -329,6 +359,9 @@ def register() -> tuple[type, type]:
             self.cell_shift = cell_shift
             self.cell_coord_base = cell_coord_base or {}
             self.cell_grids = cell_grids
+            self.cell_answer = cell_answer or []
+            self.cell_announce = cell_announce or []
+            self.cell_trace_moves = cell_trace_moves
             super().__init__(**kwargs)
 
     class CellEmbedding(nn.Embedding):

@@ -528,8 +528,8 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = cls.from_pretrained(spec.source, **kwargs)
-    if spec.model_type == cells.MODEL_TYPE and not getattr(model.config, "cell_header", None):
-        cells.set_header(model, load_processing(spec))
+    if spec.model_type == cells.MODEL_TYPE and not getattr(model.config, "cell_answer", None):
+        cells.set_markers(model, load_processing(spec))
     return model
 
 
