@@ -7,8 +7,10 @@ For every trace format of the pretraining corpus (:data:`lakeshift.pretrain.TRAC
 reports, per model and format, the share of answer tokens the model predicts right (argmax) given the true
 tokens before them, and the share of examples with every answer token right; then the same share for the
 cells of the grids a trace draws (``cell_acc``, grid and grid+desc traces: copying the map, moving the
-player) and for its move words (``move_acc``: a random walk's choices, right by chance only). Prints a
-Markdown table and, with ``--out``, writes one JSON line per model and format.
+player; ``cell_acc_grid_input`` on the examples whose map is a grid, the input grid CoTs are fine-tuned
+with; ``player_acc`` on the player's cells ``P`` alone) and for its move words (``move_acc``: a random
+walk's choices, right by chance only). Prints a Markdown table and, with ``--out``, writes one JSON line
+per model and format.
 """
 
 from __future__ import annotations
@@ -53,21 +55,25 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
         vocab[c] for symbol in SYMBOLS.values() for c in (symbol, SEP + symbol) if c in vocab and draws_grids
     }
     moves = {vocab[m] for move in MOVES for m in (move, f" {move}", f", {move}") if m in vocab}
-    by_kind = {"cell": [0, 0], "move": [0, 0]}
+    players = {vocab[c] for c in (SYMBOLS["player"], SEP + SYMBOLS["player"]) if c in vocab and draws_grids}
+    by_kind = {"cell": [0, 0], "cell_grid_input": [0, 0], "player": [0, 0], "move": [0, 0]}
     for start in range(0, len(records), batch):
+        chunk = records[start : start + batch]
         encoded = [
             tokenizer.apply_chat_template(
                 r["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
             )
-            for r in records[start : start + batch]
+            for r in chunk
         ]
-        for enc in encoded:  # one sequence at a time: no padding to get right
+        for record, enc in zip(chunk, encoded, strict=True):  # one sequence at a time: no padding
             ids = torch.tensor([enc["input_ids"]])
             mask = torch.tensor(enc["assistant_masks"][1:], dtype=torch.bool)
             with torch.no_grad():
                 predicted = model(ids).logits[0, :-1].argmax(-1)
             hits = (predicted == ids[0, 1:])[mask]
-            for kind, members in (("cell", cells), ("move", moves)):
+            grid_input = cells if record["map_format"] == "grid" else set()
+            kinds = (("cell", cells), ("cell_grid_input", grid_input), ("player", players), ("move", moves))
+            for kind, members in kinds:
                 of_kind = torch.tensor([int(t) in members for t in ids[0, 1:][mask]], dtype=torch.bool)
                 by_kind[kind][0] += int(hits[of_kind].sum())
                 by_kind[kind][1] += int(of_kind.sum())
@@ -108,7 +114,12 @@ def main() -> int:
     for cot in args.traces:
         cells = [
             f"{r['token_acc']:.3f} ({r['exact']:.2f} exact"
-            + (f", cells {r['cell_acc']:.3f}" if r["cell_acc"] is not None else "")
+            + (
+                f", cells {r['cell_acc']:.3f}, grid input {r['cell_grid_input_acc']:.3f}, "
+                f"player {r['player_acc']:.3f}"
+                if r["cell_acc"] is not None
+                else ""
+            )
             + ")"
             for name in args.model
             for r in rows

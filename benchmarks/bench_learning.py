@@ -114,6 +114,7 @@ def augment_slug(augment: str) -> str:
 LOCAL_BASES = {
     "mini-cells-shift-base": "configs/base-mini-cells-shift.yaml",
     "mini-cells-compose-base": "configs/base-mini-cells-compose.yaml",
+    "mini-cells-trace-next-base": "configs/base-mini-cells-trace-next.yaml",
 }
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
@@ -160,6 +161,12 @@ ARMS = [
     # The trace-fluent base (configs/base-mini-cells-trace.yaml): every CoT format, no CoT as the control.
     *(
         arm(i, c, "mini-cells-trace-base", m, batch_size=32, lr=3e-3)
+        for m in (5, 15)
+        for i, c in TRACE_FORMATS
+    ),
+    # ... continued with redrawn grids coupled to the cells they predict and stated moves walked.
+    *(
+        arm(i, c, "mini-cells-trace-next-base", m, batch_size=32, lr=3e-3)
         for m in (5, 15)
         for i, c in TRACE_FORMATS
     ),
