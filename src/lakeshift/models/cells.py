@@ -234,12 +234,10 @@ class _Walk:
         """Reads ``tok`` and returns its row and column."""
         header, answer, announce = tables["header"], tables["answer"], tables["announce"]
         prev = self.recent[-1] if self.recent else None
-        after_header = bool(header) and self.recent[-len(header) :] == header
-        announced = bool(announce) and self.recent[-len(announce) :] == announce
+        after_header, announced = _ends_with(self.recent, header), _ends_with(self.recent, announce)
         self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 1) :]
-        if answer and self.recent[-len(answer) :] == answer:
-            self.answering = True
-        if tables["next"] and self.state == "done" and self.height and self.recent[-len(header) :] == header:
+        self.answering = self.answering or _ends_with(self.recent, answer)
+        if tables["next"] and self.state == "done" and self.height and _ends_with(self.recent, header):
             self.walking = False
             return 1, 1  # ``next``: the header line of a redrawn grid predicts its cell (1, 1)
         if tok in tables["coords"]:
@@ -286,6 +284,11 @@ class _Walk:
         if tables["next"] and self.redrawn:  # the cell this one predicts; the row's last predicts a newline
             return (self.row, self.col + 1) if self.col < self.width else (0, 0)
         return self.row, self.col
+
+
+def _ends_with(tokens: tuple[int, ...], marker: tuple[int, ...]) -> bool:
+    """Whether ``tokens`` ends with the non-empty ``marker``."""
+    return bool(marker) and tokens[-len(marker) :] == marker
 
 
 def shifted(index: Any) -> Any:

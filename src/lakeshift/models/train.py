@@ -579,8 +579,8 @@ def train(opts: TrainOptions) -> Path:
 
     set_seed(hp["seed"])
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
-    if hp["cell_grids"] or hp.get("cell_trace_moves") is not None:
-        cells.set_grids(model, hp["cell_grids"], hp.get("cell_trace_moves"))
+    if hp["cell_grids"] or hp["cell_trace_moves"] is not None:
+        cells.set_grids(model, hp["cell_grids"], hp["cell_trace_moves"])
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = lora_config(hp, spec.vision)
