@@ -104,6 +104,41 @@ def test_a_trace_example_is_the_map_alone_and_a_cot_trace_of_a_random_walk_never
         assert rollout.fell_at is None and not rollout.off_edge_moves
 
 
+@given(random_maps(max_size=7, hole_probs=(0.0, 0.2, 0.3)), st.integers(0, 2**20))
+@settings(max_examples=120, deadline=None)
+def test_with_walks_end_at_goal_a_walk_ends_at_its_moved_goal_and_is_never_a_shortest_path(
+    m: FrozenLakeMap, index: int
+) -> None:
+    from lakeshift.traces import walk_completions
+
+    example = corpus_record({"id": "m", "rows": m.rows}, index, seed=4, tasks=("trace",), walks_end_at_goal=True)
+    cot, user, answer = example["trace"], example["messages"][1]["content"], example["messages"][2]["content"]
+    if cot == "astar":
+        return
+    shown = formats.parse(user, example["map_format"])
+    moved = FrozenLakeMap(m.size, m.holes, m.start, shown.goal)
+    assert user == formats.render(moved, example["map_format"])  # only the goal moved
+    moves = extract(answer).moves
+    assert answer == walk_completions(moved, moves, (cot,))[cot]
+    if moved.simulate(moves).success:
+        # a detour; a one-move walk to the map's own goal is a start whose only way out is the goal
+        assert len(moves) > (moved.optimal_length or 0) or (moved.goal == m.goal and len(moves) == 1)
+    else:  # no detour drawn: the map's own goal, and a walk that stops short of it
+        assert moved.goal == m.goal
+
+
+def test_with_walks_end_at_goal_nearly_every_walk_reaches_the_goal() -> None:
+    rec = {"id": "m", "rows": ["SFFF", "FHFH", "FFFH", "HFFG"]}
+    reached = []
+    for i in range(200):
+        example = corpus_record(rec, i, seed=1, tasks=("trace",), walks_end_at_goal=True)
+        if example["trace"] != "astar":
+            shown = formats.parse(example["messages"][1]["content"], example["map_format"])
+            moved = FrozenLakeMap(4, shown.holes, shown.player, shown.goal)
+            reached.append(moved.simulate(extract(example["messages"][2]["content"]).moves).success)
+    assert len(reached) > 150 and sum(reached) / len(reached) > 0.95
+
+
 def test_every_trace_format_is_drawn_and_old_configs_keep_their_corpus() -> None:
     rec = {"id": "m", "rows": ["SFFF", "FHFH", "FFFH", "HFFG"]}
     drawn = {corpus_record(rec, i, seed=1, tasks=("trace",))["trace"] for i in range(200)}
@@ -138,6 +173,7 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
         (GOOD.replace("seed: 2", "tasks: trace"), ":2: corpus.tasks: expected a list of names"),
         (GOOD.replace("seed: 2", "traces: [grid, grid]"), ":2: corpus.traces: a name is listed twice"),
         (GOOD.replace("seed: 2", "traces: [none]"), ":2: corpus.traces: unknown name 'none'"),
+        (GOOD.replace("seed: 2", "walks_end_at_goal: 1"), ":2: corpus.walks_end_at_goal: expected true or false"),
         (GOOD.replace("max_steps: 2", "cell_grids: all"), ":6: train.cell_grids: expected one of first"),
     ],
 )

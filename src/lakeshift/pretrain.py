@@ -28,7 +28,11 @@ goal chosen by a search, no test map (its maps come from their own split and see
   a dead end) and ends after a random number of moves or where it reaches the goal; it is never chosen to
   reach the goal. Its narration states facts only: the sentences that compare shortest distances to the
   goal (``leads to a longer path``, ``is just as short``, ``is shorter``) are planning knowledge and are
-  left out (a safe direct direction the walk does not take gets no sentence). ``astar`` has no walk: its
+  left out (a safe direct direction the walk does not take gets no sentence). With ``corpus.walks_end_at_goal``
+  every walk ends at the goal: the goal is moved to the walk's last cell (the walk is drawn first, then the
+  map is given the goal where it ended), and a walk that happens to be a shortest path to its last cell is
+  drawn again, so the trace is never an optimal plan; the base then learns that a trace goes on until the
+  player stands on ``G``. ``astar`` has no walk: its
   example searches for a random target cell (neither start nor goal), named on a last prompt line
   ``Target: (r,c)``, so its trace is A* on the map with the goal moved there, never a plan to the goal::
 
@@ -116,20 +120,49 @@ def moves_example(m: FrozenLakeMap, rng: random.Random) -> tuple[str, str]:
     return "Path: " + _cells(cells), boxed(moves)
 
 
-def trace_example(m: FrozenLakeMap, rng: random.Random, cot: str) -> tuple[str, str, str]:
-    """The ``trace`` example for map ``m`` in CoT format ``cot``: the extra prompt text (empty, or the
-    ``Target:`` line of ``astar``), the trace (see the module doc) and its format (``coords`` for an
-    ``astar`` example on a map without a cell to search for)."""
+#: How many walks :func:`detour_walk` draws before it keeps the map's own goal.
+_DETOUR_TRIES = 20
+
+
+def detour_walk(m: FrozenLakeMap, rng: random.Random) -> tuple[FrozenLakeMap, list[str]]:
+    """A :func:`safe_walk` that ends at the goal and is not a shortest path: the map with its goal moved to
+    the walk's last cell (cut at the first visit of that cell), and the walk's moves. A walk as short as a
+    shortest path to its end is drawn again; after :data:`_DETOUR_TRIES` draws (a map so small or so full of
+    holes that no detour is drawn) the map keeps its goal and the last walk, less its last move where that
+    move reaches the goal (a shortest path by chance)."""
+    for _ in range(_DETOUR_TRIES):
+        cells, moves = safe_walk(m, rng)
+        end = cells.index(cells[-1])  # a walk that loops back to its last cell reaches it there first
+        cells, moves = cells[: end + 1], moves[:end]
+        if not moves:
+            continue
+        moved = FrozenLakeMap(m.size, m.holes, m.start, cells[-1])
+        if len(moves) > (moved.optimal_length or 0):
+            return moved, moves
+    cells, moves = safe_walk(m, rng)
+    return m, moves[:-1] if cells[-1] == m.goal and len(moves) > 1 else moves
+
+
+def trace_example(
+    m: FrozenLakeMap, rng: random.Random, cot: str, *, walks_end_at_goal: bool = False
+) -> tuple[FrozenLakeMap, str, str, str]:
+    """The ``trace`` example for map ``m`` in CoT format ``cot``: the map the prompt shows (``m``, or ``m``
+    with its goal moved to the walk's end), the extra prompt text (empty, or the ``Target:`` line of
+    ``astar``), the trace (see the module doc) and its format (``coords`` for an ``astar`` example on a map
+    without a cell to search for)."""
     if cot == "astar":
         targets = sorted(c for c in _reachable(m) if c not in (m.start, m.goal))
         if targets:
             target = rng.choice(targets)
             moved = FrozenLakeMap(m.size, m.holes, m.start, target)
             run = astar_search(moved)
-            return "\nTarget: " + cell_text(target), astar_text(moved, run.parent_chain(target)), cot
+            return m, "\nTarget: " + cell_text(target), astar_text(moved, run.parent_chain(target)), cot
         cot = "coords"  # a map whose only safe cells are its start and goal has no target to search for
-    _, moves = safe_walk(m, rng)
-    return "", walk_completions(m, moves, (cot,))[cot], cot
+    if walks_end_at_goal:
+        m, moves = detour_walk(m, rng)
+    else:
+        _, moves = safe_walk(m, rng)
+    return m, "", walk_completions(m, moves, (cot,))[cot], cot
 
 
 def _reachable(m: FrozenLakeMap) -> set[tuple[int, int]]:
@@ -151,9 +184,11 @@ def corpus_record(
     seed: int,
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
+    walks_end_at_goal: bool = False,
 ) -> dict[str, Any]:
     """Corpus example ``index``: the map of ``map_record`` in a random text format with a random task of
-    ``tasks`` (a ``trace`` in a random CoT format of ``traces``).
+    ``tasks`` (a ``trace`` in a random CoT format of ``traces``, its walk ended at a moved goal with
+    ``walks_end_at_goal``).
 
     Raises:
         LakeshiftError: the map record is invalid (names its id and field).
@@ -164,7 +199,7 @@ def corpus_record(
     task = rng.choice(tasks)
     trace: dict[str, str] = {}
     if task == "trace":
-        question, answer, cot = trace_example(m, rng, rng.choice(traces))
+        m, question, answer, cot = trace_example(m, rng, rng.choice(traces), walks_end_at_goal=walks_end_at_goal)
         user = formats.render(m, input_format) + question
         trace = {"trace": cot}
     else:
@@ -190,10 +225,11 @@ def corpus_records(
     seed: int,
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
+    walks_end_at_goal: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The corpus of a list of maps, one example per map, in order."""
     for index, rec in enumerate(map_records):
-        yield corpus_record(rec, index, seed, tasks, traces)
+        yield corpus_record(rec, index, seed, tasks, traces, walks_end_at_goal)
 
 
 def corpus_spec(counts: Mapping[int, int], hole_prob: float) -> SplitSpec:
@@ -209,6 +245,7 @@ def write_corpus(
     *,
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
+    walks_end_at_goal: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Path:
     """Generates the corpus maps and examples into ``data/pretrain/`` (``maps.jsonl`` and
@@ -217,11 +254,13 @@ def write_corpus(
     split_dir = data / spec.name
     write_jsonl(split_dir / "maps.jsonl", maps)
     sft = split_dir / "sft" / f"{CORPUS_INPUT}__{CORPUS_COT}.jsonl"
-    write_jsonl(sft, corpus_records(maps, seed, tasks, traces))
+    write_jsonl(sft, corpus_records(maps, seed, tasks, traces, walks_end_at_goal))
     return sft
 
 
 # ----- the config of a base model (``lakeshift pretrain CONFIG``) -------------------------------------------
+#: ``corpus:`` keys of a pretraining config.
+CORPUS_KEYS: tuple[str, ...] = ("maps", "hole_prob", "seed", "tasks", "traces", "walks_end_at_goal")
 #: ``train:`` keys of a pretraining config and the number rule of each (``model`` is a named size).
 TRAIN_KEYS: dict[str, str | None] = {
     "model": None,
@@ -250,12 +289,16 @@ class PretrainConfig:
     train: dict[str, Any]
     tasks: tuple[str, ...] = DEFAULT_TASKS
     traces: tuple[str, ...] = TRACE_COTS
+    walks_end_at_goal: bool = False
 
     def corpus_key(self) -> dict[str, Any]:
         """What the corpus depends on (a corpus on disk made from another key is stale)."""
         groups = [[g.size, g.count, g.hole_prob] for g in self.spec.groups]
         key = {"groups": groups, "seed": self.seed, "tasks": list(self.tasks), "inputs": list(CORPUS_INPUTS)}
-        return {**key, "traces": list(self.traces)} if "trace" in self.tasks else key
+        if "trace" not in self.tasks:
+            return key
+        # a corpus made before walks_end_at_goal existed keeps its key
+        return {**key, "traces": list(self.traces)} | ({"walks_end_at_goal": True} if self.walks_end_at_goal else {})
 
 
 def load_pretrain_config(path: str | Path) -> PretrainConfig:
@@ -282,10 +325,13 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     if not isinstance(corpus, dict) or not isinstance(corpus.get("maps"), dict) or not corpus["maps"]:
         raise cfg.error("corpus", "expected corpus.maps: a mapping of map size to number of maps")
     for key in corpus:
-        if key not in ("maps", "hole_prob", "seed", "tasks", "traces"):
-            raise cfg.error(f"corpus.{key}", "unknown key (expected maps, hole_prob, seed, tasks, traces)")
+        if key not in CORPUS_KEYS:
+            raise cfg.error(f"corpus.{key}", f"unknown key (expected {', '.join(CORPUS_KEYS)})")
     tasks = _names(cfg, "corpus.tasks", corpus.get("tasks", list(DEFAULT_TASKS)), TASKS)
     traces = _names(cfg, "corpus.traces", corpus.get("traces", list(TRACE_COTS)), TRACE_COTS)
+    walks_end_at_goal = corpus.get("walks_end_at_goal", False)
+    if not isinstance(walks_end_at_goal, bool):
+        raise cfg.error("corpus.walks_end_at_goal", f"expected true or false, got {walks_end_at_goal!r}")
     hole_prob = cfg.check_number("corpus.hole_prob", corpus.get("hole_prob", 0.2), "probability")
     seed = cfg.check_number("corpus.seed", corpus.get("seed", 0), "seed")
     counts: dict[int, int] = {}
@@ -323,7 +369,7 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str) or not name:
         raise cfg.error("name", f"expected a name (a string), got {name!r}")
-    return PretrainConfig(name, spec, int(seed), options, tasks, traces)
+    return PretrainConfig(name, spec, int(seed), options, tasks, traces, walks_end_at_goal)
 
 
 def _names(cfg: Any, where: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:

@@ -133,6 +133,7 @@ def _pretrain(args: argparse.Namespace) -> int:
                     config.seed,
                     tasks=config.tasks,
                     traces=config.traces,
+                    walks_end_at_goal=config.walks_end_at_goal,
                     progress=bar.update,
                 )
             key_file.write_text(dumps(key) + "\n", encoding="utf-8")
