@@ -9,8 +9,9 @@ tokens before them, and the share of examples with every answer token right; the
 cells of the grids a trace draws (``cell_acc``, grid and grid+desc traces: copying the map, moving the
 player; ``cell_acc_grid_input`` on the examples whose map is a grid, the input grid CoTs are fine-tuned
 with; ``player_acc`` on the player's cells ``P`` alone) and for its move words (``move_acc``: a random
-walk's choices, right by chance only). Prints a Markdown table and, with ``--out``, writes one JSON line
-per model and format.
+walk's choices, right by chance only). ``--walks-end-at-goal`` draws the held-out walks as
+``corpus.walks_end_at_goal`` does (ended at a moved goal). Prints a Markdown table and, with ``--out``,
+writes one JSON line per model and format.
 """
 
 from __future__ import annotations
@@ -29,14 +30,19 @@ HELD_OUT_SPLIT = "held-out-walks"  # a split name no corpus draws from: its own 
 HELD_OUT_SEED = 7
 
 
-def examples(per_size: int, cot: str) -> list[dict]:
+def examples(per_size: int, cot: str, walks_end_at_goal: bool = False) -> list[dict]:
     spec = SplitSpec(
         name=HELD_OUT_SPLIT,
         groups=tuple(Group(size=n, count=per_size, hole_prob=0.2) for n in (3, 4, 5, 6)),
         train=True,
     )
     maps, _ = generate_split(spec, HELD_OUT_SEED)
-    return [corpus_record(m, i, HELD_OUT_SEED, tasks=("trace",), traces=(cot,)) for i, m in enumerate(maps)]
+    return [
+        corpus_record(
+            m, i, HELD_OUT_SEED, tasks=("trace",), traces=(cot,), walks_end_at_goal=walks_end_at_goal
+        )
+        for i, m in enumerate(maps)
+    ]
 
 
 def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict:
@@ -97,10 +103,15 @@ def main() -> int:
     parser.add_argument("--per-size", type=int, default=25, help="held-out maps per size 3-6 and format")
     parser.add_argument("--traces", nargs="*", default=list(TRACE_COTS))
     parser.add_argument("--out", type=Path, help="JSONL file for the rows")
+    parser.add_argument(
+        "--walks-end-at-goal",
+        action="store_true",
+        help="held-out walks that end at a moved goal (the corpus option)",
+    )
     args = parser.parse_args()
     rows = []
     for cot in args.traces:
-        records = examples(args.per_size, cot)
+        records = examples(args.per_size, cot, args.walks_end_at_goal)
         for name in args.model:
             began = time.time()
             row = accuracy(name, cot, records, batch=16)

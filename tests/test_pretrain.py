@@ -111,7 +111,9 @@ def test_with_walks_end_at_goal_a_walk_ends_at_its_moved_goal_and_is_never_a_sho
 ) -> None:
     from lakeshift.traces import walk_completions
 
-    example = corpus_record({"id": "m", "rows": m.rows}, index, seed=4, tasks=("trace",), walks_end_at_goal=True)
+    example = corpus_record(
+        {"id": "m", "rows": m.rows}, index, seed=4, tasks=("trace",), walks_end_at_goal=True
+    )
     cot, user, answer = example["trace"], example["messages"][1]["content"], example["messages"][2]["content"]
     if cot == "astar":
         return
@@ -173,7 +175,10 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
         (GOOD.replace("seed: 2", "tasks: trace"), ":2: corpus.tasks: expected a list of names"),
         (GOOD.replace("seed: 2", "traces: [grid, grid]"), ":2: corpus.traces: a name is listed twice"),
         (GOOD.replace("seed: 2", "traces: [none]"), ":2: corpus.traces: unknown name 'none'"),
-        (GOOD.replace("seed: 2", "walks_end_at_goal: 1"), ":2: corpus.walks_end_at_goal: expected true or false"),
+        (
+            GOOD.replace("seed: 2", "walks_end_at_goal: 1"),
+            ":2: corpus.walks_end_at_goal: expected true or false",
+        ),
         (GOOD.replace("max_steps: 2", "cell_grids: all"), ":6: train.cell_grids: expected one of first"),
     ],
 )

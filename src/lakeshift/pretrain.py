@@ -28,8 +28,8 @@ goal chosen by a search, no test map (its maps come from their own split and see
   a dead end) and ends after a random number of moves or where it reaches the goal; it is never chosen to
   reach the goal. Its narration states facts only: the sentences that compare shortest distances to the
   goal (``leads to a longer path``, ``is just as short``, ``is shorter``) are planning knowledge and are
-  left out (a safe direct direction the walk does not take gets no sentence). With ``corpus.walks_end_at_goal``
-  every walk ends at the goal: the goal is moved to the walk's last cell (the walk is drawn first, then the
+  left out (a safe direct direction the walk does not take gets no sentence). With
+  ``corpus.walks_end_at_goal`` every walk ends at the goal: the goal is moved to the walk's last cell (the walk is drawn first, then the
   map is given the goal where it ended), and a walk that happens to be a shortest path to its last cell is
   drawn again, so the trace is never an optimal plan; the base then learns that a trace goes on until the
   player stands on ``G``. ``astar`` has no walk: its
@@ -199,7 +199,9 @@ def corpus_record(
     task = rng.choice(tasks)
     trace: dict[str, str] = {}
     if task == "trace":
-        m, question, answer, cot = trace_example(m, rng, rng.choice(traces), walks_end_at_goal=walks_end_at_goal)
+        m, question, answer, cot = trace_example(
+            m, rng, rng.choice(traces), walks_end_at_goal=walks_end_at_goal
+        )
         user = formats.render(m, input_format) + question
         trace = {"trace": cot}
     else:
@@ -298,7 +300,9 @@ class PretrainConfig:
         if "trace" not in self.tasks:
             return key
         # a corpus made before walks_end_at_goal existed keeps its key
-        return {**key, "traces": list(self.traces)} | ({"walks_end_at_goal": True} if self.walks_end_at_goal else {})
+        return {**key, "traces": list(self.traces)} | (
+            {"walks_end_at_goal": True} if self.walks_end_at_goal else {}
+        )
 
 
 def load_pretrain_config(path: str | Path) -> PretrainConfig:
