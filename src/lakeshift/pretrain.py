@@ -29,11 +29,11 @@ goal chosen by a search, no test map (its maps come from their own split and see
   reach the goal. Its narration states facts only: the sentences that compare shortest distances to the
   goal (``leads to a longer path``, ``is just as short``, ``is shorter``) are planning knowledge and are
   left out (a safe direct direction the walk does not take gets no sentence). With
-  ``corpus.walks_end_at_goal`` every walk ends at the goal: the goal is moved to the walk's last cell (the walk is drawn first, then the
-  map is given the goal where it ended), and a walk that happens to be a shortest path to its last cell is
-  drawn again, so the trace is never an optimal plan; the base then learns that a trace goes on until the
-  player stands on ``G``. ``astar`` has no walk: its
-  example searches for a random target cell (neither start nor goal), named on a last prompt line
+  ``corpus.walks_end_at_goal`` every walk ends at the goal: the walk is drawn first, then the map's goal is
+  moved to its last cell, and a walk as short as a shortest path to that cell is drawn again, so the trace is
+  never an optimal plan; the base then learns that a trace goes on until the player stands on ``G``.
+  ``astar`` has no walk: its example searches for a random target cell (neither start nor goal), named on a
+  last prompt line
   ``Target: (r,c)``, so its trace is A* on the map with the goal moved there, never a plan to the goal::
 
       user:      <map>
