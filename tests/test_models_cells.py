@@ -197,7 +197,7 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
     answer = tokenizer.encode("\\boxed{RIGHT, RIGHT, DOWN, DOWN, LEFT}")
     _assert_generation_matches_one_pass(model, prompt, answer)
     # and the moves did walk (RIGHT, RIGHT, DOWN, DOWN, LEFT from (1,1)), so the check above is not vacuous
-    rows, cols = model.model.embed_tokens.positions(torch.tensor([prompt + answer]))
+    rows, cols, _ = model.model.embed_tokens.indices(torch.tensor([prompt + answer]))
     walked = slice(len(prompt) + 1, len(prompt) + 6)
     assert list(zip(rows[0, walked].tolist(), cols[0, walked].tolist(), strict=True)) == [
         (1, 2),
@@ -206,6 +206,20 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
         (3, 3),
         (3, 2),
     ]
+
+
+def test_generation_gives_each_player_flag_what_training_gives_it() -> None:
+    """With ``cell_player``, cached generation of a grid+desc answer (stated moves, redrawn grids) gives
+    each step the logits of one forward pass, and the flags it reads are not all zero."""
+    import torch
+
+    model, tokenizer = _cells_model("next", moves=True, trace_moves=True, player=True)
+    m = traces_map()
+    ids = _conversation_ids(tokenizer, m, "grid", "grid+desc")
+    answer = tuple(cell_tables(tokenizer)["cell_answer"])
+    prompt_end = next(i for i in range(len(ids)) if tuple(ids[i - len(answer) : i]) == answer)
+    _assert_generation_matches_one_pass(model, ids[:prompt_end], ids[prompt_end:])
+    assert int(model.model.embed_tokens.indices(torch.tensor([ids]))[2].sum()) == len(m.optimal_path())
 
 
 @given(
@@ -253,17 +267,19 @@ def test_random_shifts_reach_the_largest_rows() -> None:
 def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer, m, cot, data) -> None:
     from lakeshift.models.cells import CellWalker
 
-    grids = data.draw(st.sampled_from(["first", "every"]))
-    tables = lookup_tables({**cell_tables(tokenizer, moves=True), "cell_grids": grids})
+    grids = data.draw(st.sampled_from(["first", "every", "next"]))
+    player = data.draw(st.booleans())
+    fields = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_player": player}
+    tables = lookup_tables({**fields, "cell_trace_moves": player})
     user = formats.render(m, data.draw(st.sampled_from(["grid", "desc"])))
     text = user + "\n" + traces.completion(m, m.optimal_path(), cot)
     ids = tokenizer.encode(text)
     cuts = sorted(set(data.draw(st.lists(st.integers(1, len(ids) - 1), max_size=12)))) if len(ids) > 1 else []
     walker, done = CellWalker(tables), 0
     for end in [*cuts, len(ids)]:
-        rows, cols = walker.feed(ids[done:end])
-        full = cell_positions(ids[:end], tables)  # what generation's step would see of the whole prefix
-        assert (rows, cols) == (full[0][done:end], full[1][done:end])
+        piece = walker.feed(ids[done:end])
+        full = CellWalker(tables).feed(ids[:end])  # what generation's step would see of the whole prefix
+        assert piece == tuple(f[done:end] for f in full)
         done = end
 
 
@@ -487,6 +503,56 @@ def test_a_grid_of_the_answer_sets_no_start(tokenizer, m, cot) -> None:
     assert any(rows)  # the redrawn grids still get their cells
 
 
+def _player_tables(tokenizer: Any, player: bool = True) -> dict[str, Any]:
+    fields = {**cell_tables(tokenizer, moves=True), "cell_grids": "next", "cell_trace_moves": True}
+    return lookup_tables({**fields, "cell_player": player})
+
+
+@given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["grid", "desc"]))
+@settings(max_examples=40, deadline=None)
+def test_the_player_flag_marks_the_token_before_each_redrawn_p(tokenizer, m, input_format) -> None:
+    """``cell_player`` (grid+desc CoT): in each redrawn grid exactly one token has the flag, the one whose
+    next token is the player (``P`` or ``  P``), which stands where the stated moves lead; with grid CoT
+    (no stated moves: the grid is the move) and with the flag off, no token has it."""
+    from lakeshift.models.cells import CellWalker
+
+    path = m.optimal_path()
+    ids = _conversation_ids(tokenizer, m, input_format, "grid+desc")
+    flags = CellWalker(_player_tables(tokenizer)).feed(ids)[2]
+    player = {tokenizer.convert_tokens_to_ids(p) for p in ("P", "  P")}
+    flagged = [i for i, f in enumerate(flags) if f]
+    players = [i for i, tok in enumerate(ids) if tok in player]
+    assert len(players) == len(path) + (input_format == "grid")  # the prompt's, then one per redrawn grid
+    assert [i + 1 for i in flagged] == players[-len(path) :]
+    assert not any(CellWalker(_player_tables(tokenizer, player=False)).feed(ids)[2])
+    grid_cot = _conversation_ids(tokenizer, m, input_format, "grid")
+    assert not any(CellWalker(_player_tables(tokenizer)).feed(grid_cot)[2])
+
+
+@given(random_maps(max_size=10, hole_probs=(0.25,)), st.sampled_from(["desc", "grid+desc"]))
+@settings(max_examples=40, deadline=None)
+def test_a_desc_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> None:
+    """``cell_player``: each ``row R, column C`` of a desc map gets (R, C) on its column number, and the
+    player's starts the walk, so stated and answer moves get the cells they reach, exactly as with grid
+    input; without it a desc map gets no cells and no move walks."""
+    ids = _conversation_ids(tokenizer, m, "desc", cot)
+    rows, cols = cell_positions(ids, _player_tables(tokenizer))
+    numbered = [(r, c) for r, c in zip(rows, cols, strict=True) if r]
+    start, goal = m.start, m.goal
+    reached = [(r + 1, c + 1) for r, c in m.simulate(m.optimal_path()).positions[1:]]
+    map_cells = [(r + 1, c + 1) for r, c in (start, *sorted(m.holes), goal)]
+    if cot == "desc":  # the map's cells, then each stated move's and each answer move's
+        assert numbered == map_cells + reached + reached
+    moves = _player_tables(tokenizer)["moves"]
+    grid_ids = _conversation_ids(tokenizer, m, "grid", cot)
+    grid_rows, grid_cols = cell_positions(grid_ids, _player_tables(tokenizer))
+    grid_moves = [(r, c) for i, r, c in zip(grid_ids, grid_rows, grid_cols, strict=True) if i in moves and r]
+    assert [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in moves and r] == grid_moves
+    answer = tuple(cell_tables(tokenizer)["cell_answer"])
+    prompt_end = next(i for i in range(len(ids)) if tuple(ids[i - len(answer) : i]) == answer)
+    assert not any(cell_positions(ids, _player_tables(tokenizer, player=False))[0][:prompt_end])
+
+
 def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     from tests.model_fixtures import generate_split
 
@@ -516,23 +582,32 @@ def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> li
     st.sampled_from(ALL_COTS),
     st.sampled_from(["first", "every", "next"]),
     st.booleans(),
+    st.booleans(),
 )
 @settings(max_examples=80, deadline=None)
 def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(
-    tokenizer, m, input_format, cot, grids, trace_moves
+    tokenizer, m, input_format, cot, grids, trace_moves, player
 ):
-    """Every prefix of a conversation gives its tokens the rows and columns the whole conversation gives
-    them: generation, which has no later tokens, sees what training saw."""
+    """Every prefix of a conversation gives its tokens the rows, columns and player flags the whole
+    conversation gives them: generation, which has no later tokens, sees what training saw."""
+    from lakeshift.models.cells import CellWalker
+
     fields = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_trace_moves": trace_moves}
-    tables = lookup_tables(fields)
+    tables = lookup_tables({**fields, "cell_player": player})
     ids = _conversation_ids(tokenizer, m, input_format, cot)
-    rows, cols = cell_positions(ids, tables)
+    whole = CellWalker(tables).feed(ids)
     for end in range(1, len(ids)):
-        assert cell_positions(ids[:end], tables) == (rows[:end], cols[:end]), end
+        assert CellWalker(tables).feed(ids[:end]) == tuple(f[:end] for f in whole), end
 
 
 def _cells_model(
-    grids: str, *, moves: bool, shift: bool = False, compose: bool = False, trace_moves: bool = False
+    grids: str,
+    *,
+    moves: bool,
+    shift: bool = False,
+    compose: bool = False,
+    trace_moves: bool = False,
+    player: bool = False,
 ) -> tuple[Any, Any]:
     import torch
 
@@ -546,6 +621,7 @@ def _cells_model(
         cell_shift=shift,
         cell_grids=grids,
         cell_trace_moves=trace_moves,
+        cell_player=player,
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -561,19 +637,22 @@ def _cells_model(
     with torch.no_grad():
         model.model.embed_tokens.row.weight[1:].normal_(0, 1.0)
         model.model.embed_tokens.col.weight[1:].normal_(0, 1.0)
+        if player:
+            model.model.embed_tokens.player.weight[1:].normal_(0, 1.0)
     return model.eval(), tokenizer
 
 
 @pytest.mark.parametrize(
-    "grids, moves, shift, compose, trace_moves",
+    "grids, moves, shift, compose, trace_moves, player",
     [
-        ("first", False, False, False, False),
-        ("first", True, False, False, False),
-        ("every", True, False, False, False),
-        ("every", True, True, False, False),
-        ("every", True, True, True, False),
-        ("next", True, False, False, False),
-        ("next", True, False, False, True),
+        ("first", False, False, False, False, False),
+        ("first", True, False, False, False, False),
+        ("every", True, False, False, False, False),
+        ("every", True, True, False, False, False),
+        ("every", True, True, True, False, False),
+        ("next", True, False, False, False, False),
+        ("next", True, False, False, True, False),
+        ("next", True, False, False, True, True),
     ],
     ids=[
         "first",
@@ -583,18 +662,22 @@ def _cells_model(
         "every-walk-shift-compose",
         "next-walk",
         "next-walk-trace-moves",
+        "next-walk-trace-moves-player",
     ],
 )
 def test_the_logits_at_each_position_are_those_of_the_prefix_alone(
-    grids, moves, shift, compose, trace_moves
+    grids, moves, shift, compose, trace_moves, player
 ) -> None:
     """For every cells configuration and every CoT format, each position's logits computed from the
     prefix ending there equal those of one pass over the whole sequence (position rules never look ahead)."""
     import torch
 
-    model, tokenizer = _cells_model(grids, moves=moves, shift=shift, compose=compose, trace_moves=trace_moves)
+    model, tokenizer = _cells_model(
+        grids, moves=moves, shift=shift, compose=compose, trace_moves=trace_moves, player=player
+    )
     m = traces_map()
-    for input_format, cot in [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc")]:
+    pairs = [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc"), ("desc", "desc")]
+    for input_format, cot in pairs:
         ids = _conversation_ids(tokenizer, m, input_format, cot)
         n = len(ids)
         # every prefix as one row, right-padded: with causal attention the pads after a prefix change

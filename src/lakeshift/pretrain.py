@@ -277,6 +277,7 @@ TRAIN_KEYS: dict[str, str | None] = {
     "bf16": "bool",
     "cell_grids": "grids",
     "cell_trace_moves": "bool",
+    "cell_player": "bool",
     "save_steps": "positive_int",
 }
 

@@ -201,6 +201,14 @@ def _register_train(subparsers: Any) -> None:
         "its walk reaches from the prompt grid's start, as an answer's moves do; saved with the model",
     )
     p.add_argument(
+        "--cell-player",
+        action="store_true",
+        default=None,
+        help="cells models: a desc map's cells (row R, column C) get their row and column and its player "
+        "starts the walk; with --cell-grids next and --cell-trace-moves, the token of a redrawn grid that "
+        "predicts the cell the stated moves reached gets a player flag; saved with the model",
+    )
+    p.add_argument(
         "--prompt",
         choices=PROMPTS,
         help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
@@ -270,7 +278,7 @@ def _register_train(subparsers: Any) -> None:
 # Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
 GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
 # SFT options that GRPO does not take.
-SFT_ONLY = ("preset", "max_length", "global_batch_size", "cell_grids", "cell_trace_moves")
+SFT_ONLY = ("preset", "max_length", "global_batch_size", "cell_grids", "cell_trace_moves", "cell_player")
 
 
 def _register_grpo_options(p: argparse.ArgumentParser) -> None:

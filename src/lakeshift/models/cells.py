@@ -122,6 +122,7 @@ def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> d
         "cell_moves": walk,
         "cell_start": sorted(vocab[piece] for piece in ("P", "  P") if moves and piece in vocab),
         "cell_box": vocab.get("\\boxed{", -1) if moves else -1,
+        **desc_ids(tokenizer),
     }
 
 
@@ -143,10 +144,33 @@ def marker_ids(tokenizer: Any) -> dict[str, list[int]]:
     }
 
 
+def desc_ids(tokenizer: Any) -> dict[str, Any]:
+    """The tokens of a desc map's words that :data:`cell_player` reads, as config fields: ``cell_numbers``
+    (each number token, spaced or bare, and its value), ``cell_row_words`` (`` row``, `` Row``),
+    ``cell_col_words`` (`` column``, `` Column``; the first the player's), ``cell_comma`` and ``cell_by``
+    (the ``x`` of ``3x3``)."""
+    from lakeshift.models.tokenizer import MAX_MAP_SIZE
+
+    vocab = tokenizer.get_vocab()
+    numbers = {
+        str(vocab[piece]): n
+        for n in range(1, MAX_MAP_SIZE + 1)
+        for piece in (str(n), f" {n}")
+        if piece in vocab
+    }
+    return {
+        "cell_numbers": numbers,
+        "cell_row_words": [vocab.get(" row", -1), vocab.get(" Row", -1)],
+        "cell_col_words": [vocab.get(" column", -1), vocab.get(" Column", -1)],
+        "cell_comma": vocab.get(",", -1),
+        "cell_by": vocab.get("x", -1),
+    }
+
+
 def set_markers(model: Any, tokenizer: Any) -> None:
     """Gives a cells model saved without the :func:`marker_ids` fields (an older checkpoint) those of its
     tokenizer, so that its grids and walks follow the causal rule (module doc)."""
-    for field, ids in marker_ids(tokenizer).items():
+    for field, ids in {**marker_ids(tokenizer), **desc_ids(tokenizer)}.items():
         setattr(model.config, field, ids)
     model.model.embed_tokens.tables.update(lookup_tables(vars(model.config)))
 
@@ -181,6 +205,12 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "moves": {int(k): tuple(v) for k, v in fields.get("cell_moves", {}).items()},
         "start": set(fields.get("cell_start", [])),
         "box": fields.get("cell_box", -1),
+        "player": bool(fields.get("cell_player")),
+        "numbers": {int(k): v for k, v in (fields.get("cell_numbers") or {}).items()},
+        "row_words": set(fields.get("cell_row_words") or ()),
+        "col_words": tuple(fields.get("cell_col_words") or ()),
+        "comma": fields.get("cell_comma", -1),
+        "by": fields.get("cell_by", -1),
         **_grid_flags(fields.get("cell_grids", "first")),
     }
 
@@ -194,29 +224,36 @@ def _grid_flags(grids: str) -> dict[str, bool]:
 def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], list[int]]:
     """Row and column index (0 = none) of every token of one sequence (see the module doc; ``tables`` from
     :func:`lookup_tables`)."""
-    return CellWalker(tables).feed(ids)
+    rows, cols, _ = CellWalker(tables).feed(ids)
+    return rows, cols
+
+
+def player_flags(ids: list[int], tables: dict[str, Any]) -> list[int]:
+    """1 for every token of one sequence that predicts the player's cell of a redrawn grid, 0 for the
+    others (``cell_player``, module doc)."""
+    return CellWalker(tables).feed(ids)[2]
 
 
 class CellWalker:
-    """:func:`cell_positions` fed a sequence piece by piece (generation: the prompt, then a token per step).
+    """The rule of the module doc fed a sequence piece by piece (generation: the prompt, then a token per
+    step): each token's row, column and player flag.
 
-    Each piece gets exactly what :func:`cell_positions` of the whole sequence gives it: the rule is causal
-    (a token's row and column depend on it and the tokens before it only), so the walker keeps the state
-    after the last token and reads on.
+    Each piece gets exactly what the whole sequence gives it: the rule is causal (a token's indices depend
+    on it and the tokens before it only), so the walker keeps the state after the last token and reads on.
     """
 
     def __init__(self, tables: dict[str, Any]) -> None:
         self.tables = tables
         self._walk = _Walk()
 
-    def feed(self, ids: list[int]) -> tuple[list[int], list[int]]:
+    def feed(self, ids: list[int]) -> tuple[list[int], list[int], list[int]]:
         out = [self._walk.step(tok, self.tables) for tok in ids]
-        return [r for r, _ in out], [c for _, c in out]
+        return [r for r, _, _ in out], [c for _, c, _ in out], [f for _, _, f in out]
 
 
 @dataclass
 class _Walk:
-    """The state of :func:`cell_positions` between two tokens."""
+    """The state of :class:`CellWalker` between two tokens."""
 
     state: str = "before"  # before the first grid, inside a grid, or after one ("done")
     row: int = 0  # the current grid's row and column
@@ -229,16 +266,26 @@ class _Walk:
     recent: tuple[int, ...] = ()  # the last tokens read, as many as the longest marker has
     answering: bool = False  # inside the assistant's turn: a grid here is not the prompt's map
     redrawn: bool = False  # inside a grid after the sequence's first (one a grid CoT writes)
+    stated: bool = False  # a move stated since the last grid ended (``cell_player``: the next grid shows it)
+    predicts: bool = False  # the token read last predicts the cell it gets (``next``)
 
-    def step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int]:
-        """Reads ``tok`` and returns its row and column."""
+    def step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int, int]:
+        """Reads ``tok`` and returns its row, column and player flag."""
+        self.predicts = False
+        cell = self._step(tok, tables)
+        return *cell, int(tables["player"] and self.stated and self.predicts and cell == self.here)
+
+    def _step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int]:
         header, answer, announce = tables["header"], tables["answer"], tables["announce"]
         prev = self.recent[-1] if self.recent else None
+        before = self.recent
         after_header, announced = _ends_with(self.recent, header), _ends_with(self.recent, announce)
-        self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 1) :]
+        self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 4) :]
         self.answering = self.answering or _ends_with(self.recent, answer)
+        if tables["player"] and not self.answering and tok in tables["numbers"]:
+            return self._desc_cell(before, tables["numbers"][tok], tables)
         if tables["next"] and self.state == "done" and self.height and _ends_with(self.recent, header):
-            self.walking = False
+            self.walking, self.predicts = False, True
             return 1, 1  # ``next``: the header line of a redrawn grid predicts its cell (1, 1)
         if tok in tables["coords"]:
             self.walking = False
@@ -256,6 +303,7 @@ class _Walk:
             self.walking = tok in moves and self.start is not None and (self.walking or boxed or announced)
             if not self.walking:
                 return 0, 0
+            self.stated = announced and not boxed
             dr, dc = moves[tok]
             r, c = self.start if boxed else self.here
             self.here = (min(max(r + dr, 1), self.height), min(max(c + dc, 1), self.width))
@@ -267,10 +315,11 @@ class _Walk:
         elif self.state == "inside" and tok == tables["newline"]:
             self.col = 0
             if tables["next"] and self.redrawn and self.row < self.height:
+                self.predicts = True
                 return self.row + 1, 1  # ``next``: it predicts the first cell of the next row
             return 0, 0
         elif self.state == "inside":
-            self.state, self.redrawn = "done", False
+            self.state, self.redrawn, self.stated = "done", False, False
             self.height = self.height or self.row
             return 0, 0
         else:
@@ -282,8 +331,35 @@ class _Walk:
             if self.start is None and tok in tables["start"] and not self.answering:
                 self.start = self.here = (self.row, self.col)
         if tables["next"] and self.redrawn:  # the cell this one predicts; the row's last predicts a newline
+            self.predicts = True
             return (self.row, self.col + 1) if self.col < self.width else (0, 0)
         return self.row, self.col
+
+    def _desc_cell(self, before: tuple[int, ...], number: int, tables: dict[str, Any]) -> tuple[int, int]:
+        """A number token of a desc map in the prompt (``cell_player``): the column of ``row R, column C``
+        gets (R, C), and the player's (``row``, ``column`` in lower case) starts the walk; ``NxM`` of
+        ``This is a NxM map`` is its size."""
+        numbers, rows, cols = tables["numbers"], tables["row_words"], tables["col_words"]
+        if len(before) >= 2 and before[-1] == tables["by"] and before[-2] in numbers and not self.height:
+            self.height, self.width = numbers[before[-2]], number
+            return 0, 0
+        phrase = before[-4:]
+        if (
+            len(phrase) < 4
+            or phrase[0] not in rows
+            or phrase[1] not in numbers
+            or phrase[2] != tables["comma"]
+        ):
+            return 0, 0
+        if phrase[3] not in cols:
+            return 0, 0
+        cell = (numbers[phrase[1]], number)
+        if cell[0] >= MAX_CELL or number >= MAX_CELL:
+            return 0, 0
+        if phrase[3] == cols[0] and self.start is None and self.height:
+            self.start = self.here = cell
+            self.state = "done"  # the map is read as far as walks need: stated moves walk from here on
+        return cell
 
 
 def _ends_with(tokens: tuple[int, ...], marker: tuple[int, ...]) -> bool:
@@ -302,14 +378,31 @@ def shifted(index: Any) -> Any:
     return torch.where(index > 0, index + offset, index)
 
 
-def set_grids(model: Any, grids: str | None = None, trace_moves: bool | None = None) -> None:
-    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`) and
-    ``cell_trace_moves`` = ``trace_moves`` (None: unchanged); saved with it."""
+def set_grids(
+    model: Any, grids: str | None = None, trace_moves: bool | None = None, player: bool | None = None
+) -> None:
+    """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`),
+    ``cell_trace_moves`` = ``trace_moves`` and ``cell_player`` = ``player`` (None: unchanged); saved with
+    it. A model that gets the player flag without having had it starts with a zero flag embedding, so that
+    it computes what it computed before."""
+    import torch
+
     if grids is not None:
         model.config.cell_grids = grids
     if trace_moves is not None:
         model.config.cell_trace_moves = trace_moves
-    model.model.embed_tokens.tables.update(lookup_tables(vars(model.config)))
+    embedding = model.model.embed_tokens
+    if player is not None:
+        model.config.cell_player = player
+        if player and embedding.player is None:
+            weight = embedding.weight
+            embedding.player = torch.nn.Embedding(2, weight.shape[1], padding_idx=0).to(
+                weight.device, weight.dtype
+            )
+            torch.nn.init.zeros_(embedding.player.weight)
+        elif not player:
+            embedding.player = None
+    embedding.tables.update(lookup_tables(vars(model.config)))
 
 
 def config_walks(config: Any) -> bool:
@@ -325,12 +418,9 @@ def register() -> tuple[type, type]:
     from torch import nn
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    def stacked(pairs: list[tuple[list[int], list[int]]], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-sequence ``(rows, cols)`` as two batch tensors."""
-        return (
-            torch.tensor([p[0] for p in pairs], device=device),
-            torch.tensor([p[1] for p in pairs], device=device),
-        )
+    def stacked(indices: list[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
+        """Per-sequence ``(rows, cols, flags)`` as three batch tensors."""
+        return tuple(torch.tensor(list(column), device=device) for column in zip(*indices, strict=True))
 
     class CellsConfig(Qwen2Config):
         model_type = MODEL_TYPE
@@ -350,6 +440,12 @@ def register() -> tuple[type, type]:
             cell_answer: list[int] | None = None,
             cell_announce: list[int] | None = None,
             cell_trace_moves: bool = False,
+            cell_player: bool = False,
+            cell_numbers: dict[str, int] | None = None,
+            cell_row_words: list[int] | None = None,
+            cell_col_words: list[int] | None = None,
+            cell_comma: int = -1,
+            cell_by: int = -1,
             **kwargs: Any,
         ) -> None:
             self.cell_coords = cell_coords or {}
@@ -365,15 +461,23 @@ def register() -> tuple[type, type]:
             self.cell_answer = cell_answer or []
             self.cell_announce = cell_announce or []
             self.cell_trace_moves = cell_trace_moves
+            self.cell_player = cell_player
+            self.cell_numbers = cell_numbers or {}
+            self.cell_row_words = cell_row_words or []
+            self.cell_col_words = cell_col_words or []
+            self.cell_comma = cell_comma
+            self.cell_by = cell_by
             super().__init__(**kwargs)
 
     class CellEmbedding(nn.Embedding):
-        """Token embedding plus the row and column embeddings of :func:`cell_positions`."""
+        """Token embedding plus the row and column embeddings of :func:`cell_positions` (and, with
+        ``cell_player``, the player flag's of :func:`player_flags`)."""
 
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
             self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
+            self.player = nn.Embedding(2, config.hidden_size, padding_idx=0) if config.cell_player else None
             self.tables = lookup_tables(vars(config))
             self.shift = bool(config.cell_shift)
             base = {int(k): v for k, v in (getattr(config, "cell_coord_base", None) or {}).items()}
@@ -395,13 +499,15 @@ def register() -> tuple[type, type]:
                 self._tensors[key] = torch.tensor(self._lists[name], dtype=torch.long, device=device)
             return self._tensors[key]
 
-        def positions(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return stacked([cell_positions(seq, self.tables) for seq in input_ids.tolist()], input_ids.device)
+        def indices(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            """Rows, columns and player flags of a batch (:class:`CellWalker` per sequence)."""
+            walked = [CellWalker(self.tables).feed(seq) for seq in input_ids.tolist()]
+            return stacked(walked, input_ids.device)
 
         def forward(
-            self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, torch.Tensor] | None = None
+            self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, ...] | None = None
         ) -> torch.Tensor:
-            rows, cols = self.positions(input_ids) if cells is None else cells
+            rows, cols, *flags = self.indices(input_ids) if cells is None else cells  # flags: optional
             self._offsets = None
             # (not under no_grad: GRPO samples with the model in training mode, one token per pass)
             if self.shift and self.training and torch.is_grad_enabled():
@@ -418,7 +524,8 @@ def register() -> tuple[type, type]:
                 lookup = torch.arange(self.num_embeddings, device=input_ids.device)
                 lookup[self.index("tokens", input_ids.device)] = self.index("base", input_ids.device)
                 input_ids = lookup[input_ids]
-            return super().forward(input_ids) + self.row(rows) + self.col(cols)
+            embedded = super().forward(input_ids) + self.row(rows) + self.col(cols)
+            return embedded + self.player(flags[0]) if self.player is not None and flags else embedded
 
         def coordinate_vectors(self) -> torch.Tensor:
             """The composed coordinate tokens' vectors: their shared token's plus their row's and column's,
@@ -472,12 +579,9 @@ def register() -> tuple[type, type]:
                 if not walkers:
                     walkers = [CellWalker(self.model.embed_tokens.tables) for _ in range(batch)]
                     new = total
-                pairs = [
-                    w.feed(x) for w, x in zip(walkers, input_ids[:, total - new :].tolist(), strict=True)
-                ]
+                fed = [w.feed(x) for w, x in zip(walkers, input_ids[:, total - new :].tolist(), strict=True)]
                 self._walkers, self._walked = walkers, total
-                rows, cols = stacked(pairs, input_ids.device)
-                inputs["cells"] = (rows[:, -step.shape[1] :], cols[:, -step.shape[1] :])
+                inputs["cells"] = tuple(t[:, -step.shape[1] :] for t in stacked(fed, input_ids.device))
             return inputs
 
         def forward(
@@ -485,7 +589,7 @@ def register() -> tuple[type, type]:
             input_ids: torch.Tensor | None = None,
             attention_mask: torch.Tensor | None = None,
             position_ids: torch.Tensor | None = None,
-            cells: tuple[torch.Tensor, torch.Tensor] | None = None,
+            cells: tuple[torch.Tensor, ...] | None = None,
             **kwargs: Any,
         ) -> Any:
             # (generate checks its inputs against this signature: attention_mask and position_ids stay named)

@@ -130,6 +130,7 @@ class TrainOptions(RunOptions):
     max_length: int | None = None
     cell_grids: str | None = None  # a cells model's ``cell_grids`` (None: the model's own)
     cell_trace_moves: bool | None = None  # a cells model's ``cell_trace_moves`` (None: the model's own)
+    cell_player: bool | None = None  # a cells model's ``cell_player`` (None: the model's own)
 
 
 #: The smallest hidden size for which bf16 autocast pays on a CPU with native bf16 (see the module doc).
@@ -178,6 +179,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
         max_length=opts.max_length,
         cell_grids=opts.cell_grids,
         cell_trace_moves=opts.cell_trace_moves,
+        cell_player=opts.cell_player,
         lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
@@ -522,11 +524,12 @@ def train(opts: TrainOptions) -> Path:
             f"--cell-grids {opts.cell_grids}: needs {', '.join(cells.GRIDS)} and a cells model "
             f"(--model mini-cells, mini-cells-base, ...; {opts.model} is {spec.model_type})"
         )
-    if opts.cell_trace_moves is not None and spec.model_type != cells.MODEL_TYPE:
-        raise LakeshiftError(
-            f"--cell-trace-moves: needs a cells model (--model mini-cells, mini-cells-base, ...; "
-            f"{opts.model} is {spec.model_type})"
-        )
+    for option, value in (("--cell-trace-moves", opts.cell_trace_moves), ("--cell-player", opts.cell_player)):
+        if value is not None and spec.model_type != cells.MODEL_TYPE:
+            raise LakeshiftError(
+                f"{option}: needs a cells model (--model mini-cells, mini-cells-base, ...; "
+                f"{opts.model} is {spec.model_type})"
+            )
     sft = load_sft(
         opts.data,
         opts.split,
@@ -579,8 +582,8 @@ def train(opts: TrainOptions) -> Path:
 
     set_seed(hp["seed"])
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
-    if hp["cell_grids"] or hp["cell_trace_moves"] is not None:
-        cells.set_grids(model, hp["cell_grids"], hp["cell_trace_moves"])
+    if hp["cell_grids"] or hp["cell_trace_moves"] is not None or hp["cell_player"] is not None:
+        cells.set_grids(model, hp["cell_grids"], hp["cell_trace_moves"], hp["cell_player"])
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = lora_config(hp, spec.vision)
