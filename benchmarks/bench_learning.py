@@ -116,6 +116,7 @@ LOCAL_BASES = {
     "mini-cells-compose-base": "configs/base-mini-cells-compose.yaml",
     "mini-cells-trace-next-base": "configs/base-mini-cells-trace-next.yaml",
     "mini-cells-trace-goal-base": "configs/base-mini-cells-trace-goal.yaml",
+    "mini-cells-trace-player-base": "configs/base-mini-cells-trace-player.yaml",
 }
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
@@ -174,6 +175,12 @@ ARMS = [
     # ... the same, with every random walk ended at a goal moved to its last cell (walks_end_at_goal).
     *(
         arm(i, c, "mini-cells-trace-goal-base", m, batch_size=32, lr=3e-3)
+        for m in (5, 15)
+        for i, c in TRACE_FORMATS
+    ),
+    # ... and told where the player stands: desc maps walk, redrawn grids flag it (cell_player).
+    *(
+        arm(i, c, "mini-cells-trace-player-base", m, batch_size=32, lr=3e-3)
         for m in (5, 15)
         for i, c in TRACE_FORMATS
     ),

@@ -25,6 +25,14 @@ vector and attention can match them directly:
   after ``will move`` (``I will move RIGHT`` of the desc CoTs) walks too, on from the trace's previous
   stated move, so the token before a redrawn grid carries the player's new cell; an answer's
   ``\boxed{`` walks again from the start. Other moves in prose (``moving DOWN or RIGHT``) get none;
+- with ``cell_player`` (a config field, off by default): the number ending each ``row R, column C`` of a desc
+  map in the prompt gets (R, C), ``This is a NxM map`` gives the walk its size, and the player's cell (the
+  lower-case ``row``, ``column`` of ``The player is at:``) is the start, so with desc input the moves walk
+  as with grid input. And in a redrawn grid under ``next``, the token that predicts the cell the trace's
+  stated moves have reached gets a player flag (a third embedding, two values, 0 = none): the redrawn
+  grid of a grid+desc trace shows the player where its stated move leads. A grid CoT states no move (its
+  redrawn grid *is* the move), so it gets no flag. Like the walk, the flag says where the player would be
+  by the moves written so far, never what is there or which move to take;
 - every other token gets index 0, whose embedding is zero.
 
 The rule is causal: a token's row and column depend only on it and the tokens before it, so generation
@@ -46,7 +54,7 @@ it predicts instead: the header line before it gets (1, 1), each cell the row an
 it in its row (the row's last cell none), and each newline inside it the first cell of the next row, so the
 token that predicts cell (r, c) carries the vector of the first grid's cell (r, c) it copies (as a move of
 an answer carries the cell it reaches); its width and height are the first grid's. Answers walk from the
-first grid's start either way. Table and desc inputs get none (desc writes its coordinates as words). Rows
+first grid's start either way. Table input gets none, and desc input none without ``cell_player``. Rows
 and columns above the training sizes have untrained embeddings, like the coordinate tokens themselves: this
 helps reading maps, not size generalization by itself.
 
