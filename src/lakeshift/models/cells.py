@@ -236,12 +236,6 @@ def cell_positions(ids: list[int], tables: dict[str, Any]) -> tuple[list[int], l
     return rows, cols
 
 
-def player_flags(ids: list[int], tables: dict[str, Any]) -> list[int]:
-    """1 for every token of one sequence that predicts the player's cell of a redrawn grid, 0 for the
-    others (``cell_player``, module doc)."""
-    return CellWalker(tables).feed(ids)[2]
-
-
 class CellWalker:
     """The rule of the module doc fed a sequence piece by piece (generation: the prompt, then a token per
     step): each token's row, column and player flag.
@@ -290,7 +284,7 @@ class _Walk:
         after_header, announced = _ends_with(self.recent, header), _ends_with(self.recent, announce)
         self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 4) :]
         self.answering = self.answering or _ends_with(self.recent, answer)
-        if tables["player"] and not self.answering and tok in tables["numbers"]:
+        if tables["player"] and not self.answering and self.state != "inside" and tok in tables["numbers"]:
             return self._desc_cell(before, tables["numbers"][tok], tables)
         if tables["next"] and self.state == "done" and self.height and _ends_with(self.recent, header):
             self.walking, self.predicts = False, True
@@ -351,20 +345,13 @@ class _Walk:
         if len(before) >= 2 and before[-1] == tables["by"] and before[-2] in numbers and not self.height:
             self.height, self.width = numbers[before[-2]], number
             return 0, 0
-        phrase = before[-4:]
-        if (
-            len(phrase) < 4
-            or phrase[0] not in rows
-            or phrase[1] not in numbers
-            or phrase[2] != tables["comma"]
-        ):
+        row_word, row, comma, col_word = before[-4:] if len(before) >= 4 else (None, None, None, None)
+        if not (row_word in rows and row in numbers and comma == tables["comma"] and col_word in cols):
             return 0, 0
-        if phrase[3] not in cols:
-            return 0, 0
-        cell = (numbers[phrase[1]], number)
+        cell = (numbers[row], number)
         if cell[0] >= MAX_CELL or number >= MAX_CELL:
             return 0, 0
-        if phrase[3] == cols[0] and self.start is None and self.height:
+        if col_word == cols[0] and self.start is None and self.height:
             self.start = self.here = cell
             self.state = "done"  # the map is read as far as walks need: stated moves walk from here on
         return cell
