@@ -236,11 +236,12 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(name: 
     shipped_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     assert shipped_config.get("cell_grids", "first") == config.train.get("cell_grids", "first")
     tokenizer = load_tokenizer(folder)
-    # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers a
-    # checkpoint was saved without are the tokenizer's, set when it loads
-    from lakeshift.models.cells import cell_tables, marker_ids
+    # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers and
+    # desc words a checkpoint was saved without are the tokenizer's, set when it loads
+    from lakeshift.models.cells import cell_tables, desc_ids, marker_ids
 
-    shipped = {**marker_ids(tokenizer), **json.loads((folder / "config.json").read_text(encoding="utf-8"))}
+    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    shipped = {**marker_ids(tokenizer), **desc_ids(tokenizer), **saved}
     assert {k: shipped[k] for k in cell_tables(tokenizer, moves=True)} == cell_tables(tokenizer, moves=True)
     m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])
     record = {"id": "big", "rows": m.rows, "optimal_path": m.optimal_path()}
