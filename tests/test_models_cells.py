@@ -563,6 +563,10 @@ def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--cell-grids every: needs first, every, next and a cells model" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+    assert main([*argv, "--out", str(tmp_path / "run"), "--cell-player"]) == 2
+    err = capsys.readouterr().err
+    assert "--cell-player: needs a cells model" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
 
 
 ALL_COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")

@@ -176,8 +176,8 @@ def desc_ids(tokenizer: Any) -> dict[str, Any]:
 
 
 def set_markers(model: Any, tokenizer: Any) -> None:
-    """Gives a cells model saved without the :func:`marker_ids` fields (an older checkpoint) those of its
-    tokenizer, so that its grids and walks follow the causal rule (module doc)."""
+    """Gives a cells model saved without the :func:`marker_ids` or :func:`desc_ids` fields (an older
+    checkpoint) those of its tokenizer, so that its grids and walks follow the causal rule (module doc)."""
     for field, ids in {**marker_ids(tokenizer), **desc_ids(tokenizer)}.items():
         setattr(model.config, field, ids)
     model.model.embed_tokens.tables.update(lookup_tables(vars(model.config)))
