@@ -208,6 +208,23 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
     ]
 
 
+def test_switching_the_player_flag_on_keeps_the_model_s_logits() -> None:
+    """``set_grids(player=True)`` on a model without the flag adds a zero flag embedding: the logits of a
+    grid+desc conversation, whose flags are not all zero, stay what they were."""
+    import torch
+
+    from lakeshift.models.cells import set_grids
+
+    model, tokenizer = _cells_model("next", moves=True, trace_moves=True)
+    ids = torch.tensor([_conversation_ids(tokenizer, traces_map(), "grid", "grid+desc")])
+    with torch.no_grad():
+        before = model(ids).logits
+        set_grids(model, player=True)
+        after = model(ids).logits
+    assert int(model.model.embed_tokens.indices(ids)[2].sum()) > 0
+    assert torch.allclose(before, after)
+
+
 def test_generation_gives_each_player_flag_what_training_gives_it() -> None:
     """With ``cell_player``, cached generation of a grid+desc answer (stated moves, redrawn grids) gives
     each step the logits of one forward pass, and the flags it reads are not all zero."""

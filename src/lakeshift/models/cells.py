@@ -282,6 +282,7 @@ class _Walk:
         prev = self.recent[-1] if self.recent else None
         before = self.recent
         after_header, announced = _ends_with(self.recent, header), _ends_with(self.recent, announce)
+        # (4: a desc cell reads the ``row R, column`` before it)
         self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 4) :]
         self.answering = self.answering or _ends_with(self.recent, answer)
         if tables["player"] and not self.answering and self.state != "inside" and tok in tables["numbers"]:
@@ -391,8 +392,8 @@ def set_grids(
         model.config.cell_player = player
         if player and embedding.player is None:
             weight = embedding.weight
-            embedding.player = torch.nn.Embedding(2, weight.shape[1], padding_idx=0).to(
-                weight.device, weight.dtype
+            embedding.player = torch.nn.Embedding(
+                2, weight.shape[1], padding_idx=0, device=weight.device, dtype=weight.dtype
             )
             torch.nn.init.zeros_(embedding.player.weight)
         elif not player:
@@ -465,8 +466,8 @@ def register() -> tuple[type, type]:
             super().__init__(**kwargs)
 
     class CellEmbedding(nn.Embedding):
-        """Token embedding plus the row and column embeddings of :func:`cell_positions` (and, with
-        ``cell_player``, the player flag's of :func:`player_flags`)."""
+        """Token embedding plus the row and column embeddings of :class:`CellWalker` (and, with
+        ``cell_player``, its player flag's)."""
 
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
