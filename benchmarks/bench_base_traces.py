@@ -8,9 +8,11 @@ reports, per model and format, the share of answer tokens the model predicts rig
 tokens before them, and the share of examples with every answer token right; then the same share for the
 cells of the grids a trace draws (``cell_acc``, grid and grid+desc traces: copying the map, moving the
 player; ``cell_acc_grid_input`` on the examples whose map is a grid, the input grid CoTs are fine-tuned
-with; ``player_acc`` on the player's cells ``P`` alone) and for its move words (``move_acc``: a random
-walk's choices, right by chance only). ``--walks-end-at-goal`` draws the held-out walks as
-``corpus.walks_end_at_goal`` does (ended at a moved goal). Prints a Markdown table and, with ``--out``,
+with; ``player_acc`` on the player's cells ``P`` alone), for its move words (``move_acc``: mostly a random
+walk's choices, right by chance only) and for the move words of each ``The direct path to the goal is
+moving X.`` sentence (``direct_acc``: the goal's direction from the walk's cell, a fact of the map).
+``--walks-end-at-goal`` draws the held-out walks as ``corpus.walks_end_at_goal`` does (ended at a moved
+goal). Prints a Markdown table and, with ``--out``,
 writes one JSON line per model and format.
 """
 
@@ -45,6 +47,19 @@ def examples(per_size: int, cot: str, walks_end_at_goal: bool = False) -> list[d
     ]
 
 
+def _direct_words(tokens: list[int], moves: set[int], opening: list[int], or_id: int) -> list[bool]:
+    """Marks the move words of each ``The direct path to the goal is moving X[ or Y].``"""
+    n = len(opening)
+    marked = [False] * len(tokens)
+    for i, token in enumerate(tokens):
+        if token not in moves:
+            continue
+        after_opening = tokens[max(0, i - n) : i] == opening
+        second = i >= n + 2 and tokens[i - 1] == or_id and marked[i - 2]
+        marked[i] = after_opening or second
+    return marked
+
+
 def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict:
     import torch
 
@@ -62,7 +77,8 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
     }
     moves = {vocab[m] for move in MOVES for m in (move, f" {move}", f", {move}") if m in vocab}
     players = {vocab[c] for c in (SYMBOLS["player"], SEP + SYMBOLS["player"]) if c in vocab and draws_grids}
-    by_kind = {"cell": [0, 0], "cell_grid_input": [0, 0], "player": [0, 0], "move": [0, 0]}
+    opening = [vocab[t] for t in (" goal", " is", " moving")]
+    by_kind = {"cell": [0, 0], "cell_grid_input": [0, 0], "player": [0, 0], "move": [0, 0], "direct": [0, 0]}
     for start in range(0, len(records), batch):
         chunk = records[start : start + batch]
         encoded = [
@@ -78,9 +94,15 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
                 predicted = model(ids).logits[0, :-1].argmax(-1)
             hits = (predicted == ids[0, 1:])[mask]
             grid_input = cells if record["map_format"] == "grid" else set()
+            targets = ids[0, 1:]
             kinds = (("cell", cells), ("cell_grid_input", grid_input), ("player", players), ("move", moves))
-            for kind, members in kinds:
-                of_kind = torch.tensor([int(t) in members for t in ids[0, 1:][mask]], dtype=torch.bool)
+            of_kinds = {
+                kind: torch.tensor([int(t) in members for t in targets[mask]], dtype=torch.bool)
+                for kind, members in kinds
+            }
+            direct = _direct_words(targets.tolist(), moves, opening, vocab[" or"])
+            of_kinds["direct"] = torch.tensor(direct, dtype=torch.bool)[mask]
+            for kind, of_kind in of_kinds.items():
                 by_kind[kind][0] += int(hits[of_kind].sum())
                 by_kind[kind][1] += int(of_kind.sum())
             right += int(hits.sum())

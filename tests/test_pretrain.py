@@ -17,6 +17,7 @@ from lakeshift import extract, formats, pretrain
 from lakeshift.cli import main
 from lakeshift.env import FrozenLakeMap
 from lakeshift.errors import LakeshiftError
+from lakeshift.models.registry import BASE_MODELS
 from lakeshift.pretrain import corpus_record, load_pretrain_config, moves_example, walk_example
 from tests.map_strategies import random_maps
 
@@ -219,9 +220,9 @@ def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path, capsys) -> None:
     assert hp["preset"] == "scratch" and hp["tokenizer"] == "checkpoint"
 
 
-@pytest.mark.parametrize("name", ["mini-cells-base", "mini-cells-trace-base"])
+@pytest.mark.parametrize("name", sorted(BASE_MODELS))
 def test_the_shipped_base_model_matches_its_config_and_reads_every_format(name: str) -> None:
-    from lakeshift.models.registry import BASE_MODELS, resolve_model
+    from lakeshift.models.registry import resolve_model
     from lakeshift.models.tokenizer import encode_checked, load_tokenizer
     from lakeshift.records import sft_records
 
@@ -234,7 +235,8 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(name: 
     assert provenance["corpus"] == json.loads(json.dumps(config.corpus_key()))
     assert provenance["hparams"]["batch_size"] == config.train["batch_size"]
     shipped_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    assert shipped_config.get("cell_grids", "first") == config.train.get("cell_grids", "first")
+    for option, default in (("cell_grids", "first"), ("cell_trace_moves", False), ("cell_player", False)):
+        assert shipped_config.get(option, default) == config.train.get(option, default), option
     tokenizer = load_tokenizer(folder)
     # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers and
     # desc words a checkpoint was saved without are the tokenizer's, set when it loads

@@ -49,6 +49,7 @@ Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import io
@@ -62,7 +63,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -238,6 +239,31 @@ class Study:
         if unknown:
             line += f"; no estimate for {len(unknown)} stage(s) (no measured rate), e.g. {unknown[0]}"
         return line
+
+    def only(self, patterns: Sequence[str]) -> Study:
+        """The study cut to the model entries whose names match one of ``patterns`` (shell globs such as
+        ``grid__*``): its data stage and their training and prediction stages, without the report (which
+        covers every model). A GRPO entry needs its ``init`` among them or already trained.
+
+        Raises:
+            LakeshiftError: a pattern that matches no model entry.
+        """
+        models = list(
+            dict.fromkeys(s.name.split("/")[0] for s in self.stages if s.kind in ("train", "predict"))
+        )
+        unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m, p) for m in models)]
+        if unmatched:
+            raise LakeshiftError(
+                f"--models {unmatched[0]!r} matches no model of study {self.name!r} (its models: "
+                f"{', '.join(models)})"
+            )
+        chosen = {m for m in models if any(fnmatch.fnmatchcase(m, p) for p in patterns)}
+        stages = [
+            s
+            for s in self.stages
+            if s.kind == "generate" or (s.kind in ("train", "predict") and s.name.split("/")[0] in chosen)
+        ]
+        return replace(self, stages=stages)
 
     def over_budget(self, stages: list[Stage]) -> str | None:
         """Why ``stages`` cannot fit ``budget_minutes``, or ``None``."""
@@ -902,6 +928,9 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
                 )
         if rc != 0:
             return rc
+    if not any(s.kind == "report" for s in study.stages):
+        print("\nno report: part of the study ran (--models); run it whole to build the report", file=out)
+        return 0
     report = study.workdir / "report"
     print(f"\nreport: {report / 'report.html'}", file=out)
     # The report stage printed Table 1; the summary puts ID and both OOD splits side by side.

@@ -24,6 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dry-run", action="store_true", help="print the plan and the stage commands, run nothing"
     )
     p.add_argument("--workdir", type=Path, help="override the config's workdir")
+    p.add_argument(
+        "--models",
+        nargs="+",
+        metavar="PATTERN",
+        help="run only the model entries whose names match (shell globs, e.g. 'grid__*'), and the data they "
+        "need, not the report: a long study split across sessions",
+    )
     p.set_defaults(handler=_run)
 
     p = subparsers.add_parser(
@@ -51,6 +58,8 @@ def _run(args: argparse.Namespace) -> int:
     from lakeshift.io import output_lock
 
     study = load_study(args.config, args.workdir)
+    if args.models:
+        study = study.only(args.models)
     if study.workdir.exists() and not study.workdir.is_dir():
         raise LakeshiftError(f"workdir {study.workdir} is a file; expected a folder")
     if args.dry_run:

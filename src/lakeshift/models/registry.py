@@ -54,6 +54,7 @@ _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 BASE_MODELS: dict[str, str] = {
     "mini-cells-base": "configs/base-mini-cells.yaml",
     "mini-cells-trace-base": "configs/base-mini-cells-trace.yaml",
+    "mini-cells-trace-player-base": "configs/base-mini-cells-trace-player.yaml",
 }
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
