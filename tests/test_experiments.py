@@ -151,6 +151,20 @@ def test_changing_one_model_replans_only_that_model(tmp_path: Path) -> None:
     assert same == {"data", "grid__none", "grid__none/id-test", "grid__none/ood-size"}
 
 
+def test_models_option_keeps_the_data_and_the_matching_models_and_names_a_pattern_that_matches_none(
+    tmp_path: Path, capsys
+) -> None:
+    study = load_study(write(tmp_path, TINY_STUDY), tmp_path / "w")
+    part = study.only(["*__none"])
+    expected = ["data", "grid__none", "grid__none/id-test", "grid__none/ood-size"]
+    assert [s.name for s in part.stages] == expected
+    assert [s.name for s in study.only(["grid__*"]).stages] == [s.name for s in study.stages[:-1]]
+    rc = main(["run", str(tmp_path / "study.yaml"), "--dry-run", "--models", "grid__none", "desc__*"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "--models 'desc__*' matches no model of study 'tiny' (its models: grid__none, grid__grid)" in err
+
+
 @pytest.mark.slow
 def test_tiny_study_end_to_end_then_cached(tmp_path: Path, capsys) -> None:
     import csv
@@ -158,7 +172,13 @@ def test_tiny_study_end_to_end_then_cached(tmp_path: Path, capsys) -> None:
 
     path = write(tmp_path, TINY_STUDY)
     workdir = tmp_path / "work"
+    # first one model (a study split across sessions), then the rest and the report
+    assert main(["run", str(path), "--workdir", str(workdir), "--models", "grid__g*"]) == 0
+    assert "no report: part of the study ran" in capsys.readouterr().err
+    assert (workdir / "predictions" / "grid__grid" / "id-test.jsonl").is_file()
+    assert not (workdir / "models" / "grid__none").exists() and not (workdir / "report").exists()
     assert main(["run", str(path), "--workdir", str(workdir)]) == 0
+    assert "[cached] train    grid__grid" in capsys.readouterr().err
     report = workdir / "report"
     assert (report / "report.html").is_file() and (report / "table1.md").is_file()
 

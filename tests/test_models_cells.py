@@ -208,9 +208,11 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
     ]
 
 
-def test_switching_the_player_flag_on_keeps_the_model_s_logits() -> None:
-    """``set_grids(player=True)`` on a model without the flag adds a zero flag embedding: the logits of a
-    grid+desc conversation, whose flags are not all zero, stay what they were."""
+@pytest.mark.parametrize("option", ["player", "order"])
+def test_switching_the_player_flag_or_the_order_on_keeps_the_model_s_logits(option: str) -> None:
+    """``set_grids(player=True)`` or ``set_grids(order=True)`` on a model without it adds zero weights: the
+    logits of a grid+desc conversation, whose flags and cells are not all zero, stay what they were; the
+    option is then saved in the config."""
     import torch
 
     from lakeshift.models.cells import set_grids
@@ -219,10 +221,34 @@ def test_switching_the_player_flag_on_keeps_the_model_s_logits() -> None:
     ids = torch.tensor([_conversation_ids(tokenizer, traces_map(), "grid", "grid+desc")])
     with torch.no_grad():
         before = model(ids).logits
-        set_grids(model, player=True)
+        set_grids(model, **{option: True})
         after = model(ids).logits
-    assert int(model.model.embed_tokens.indices(ids)[2].sum()) > 0
+    rows, _, flags = model.model.embed_tokens.indices(ids)
+    assert int((flags if option == "player" else rows).sum()) > 0  # what the option reads
+    assert getattr(model.config, f"cell_{option}") is True
+    assert getattr(model.model.embed_tokens, option) is not None
     assert torch.allclose(before, after)
+
+
+def test_the_ordered_part_of_a_cell_is_linear_in_its_row_and_column() -> None:
+    """With ``cell_order`` and the lookup tables zeroed, a cell's vector is a linear map of (r, c): rows are
+    equally spaced along one direction and columns along another, and a token that is no cell gets zero."""
+    import torch
+
+    model, _ = _cells_model("first", moves=True, order=True)
+    embedding = model.model.embed_tokens
+    with torch.no_grad():
+        embedding.row.weight.zero_()
+        embedding.col.weight.zero_()
+        rows = torch.tensor([0, 1, 2, 3, 7, 1, 1])
+        cols = torch.tensor([0, 1, 1, 1, 1, 2, 5])
+        v = embedding.cell_vectors(rows, cols)
+    assert torch.count_nonzero(v[0]) == 0
+    step_row, step_col = v[2] - v[1], v[5] - v[1]
+    assert torch.count_nonzero(step_row) > 0 and not torch.allclose(step_row, step_col)
+    assert torch.allclose(v[3] - v[2], step_row, atol=1e-6)
+    assert torch.allclose(v[4] - v[1], 6 * step_row, atol=1e-5)
+    assert torch.allclose(v[6] - v[1], 4 * step_col, atol=1e-5)
 
 
 def test_generation_gives_each_player_flag_what_training_gives_it() -> None:
@@ -584,6 +610,10 @@ def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--cell-player: needs a cells model" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+    assert main([*argv, "--out", str(tmp_path / "run"), "--cell-order"]) == 2
+    err = capsys.readouterr().err
+    assert "--cell-order: needs a cells model" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
 
 
 ALL_COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
@@ -629,6 +659,7 @@ def _cells_model(
     compose: bool = False,
     trace_moves: bool = False,
     player: bool = False,
+    order: bool = False,
 ) -> tuple[Any, Any]:
     import torch
 
@@ -643,6 +674,7 @@ def _cells_model(
         cell_grids=grids,
         cell_trace_moves=trace_moves,
         cell_player=player,
+        cell_order=order,
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -660,20 +692,24 @@ def _cells_model(
         model.model.embed_tokens.col.weight[1:].normal_(0, 1.0)
         if player:
             model.model.embed_tokens.player.weight[1:].normal_(0, 1.0)
+        if order:
+            model.model.embed_tokens.order.weight.normal_(0, 1.0)
     return model.eval(), tokenizer
 
 
 @pytest.mark.parametrize(
-    "grids, moves, shift, compose, trace_moves, player",
+    "grids, moves, shift, compose, trace_moves, player, order",
     [
-        ("first", False, False, False, False, False),
-        ("first", True, False, False, False, False),
-        ("every", True, False, False, False, False),
-        ("every", True, True, False, False, False),
-        ("every", True, True, True, False, False),
-        ("next", True, False, False, False, False),
-        ("next", True, False, False, True, False),
-        ("next", True, False, False, True, True),
+        ("first", False, False, False, False, False, False),
+        ("first", True, False, False, False, False, False),
+        ("every", True, False, False, False, False, False),
+        ("every", True, True, False, False, False, False),
+        ("every", True, True, True, False, False, False),
+        ("next", True, False, False, False, False, False),
+        ("next", True, False, False, True, False, False),
+        ("next", True, False, False, True, True, False),
+        ("next", True, False, False, True, True, True),
+        ("every", True, True, True, False, False, True),
     ],
     ids=[
         "first",
@@ -684,17 +720,19 @@ def _cells_model(
         "next-walk",
         "next-walk-trace-moves",
         "next-walk-trace-moves-player",
+        "next-walk-trace-moves-player-order",
+        "every-walk-shift-compose-order",
     ],
 )
 def test_the_logits_at_each_position_are_those_of_the_prefix_alone(
-    grids, moves, shift, compose, trace_moves, player
+    grids, moves, shift, compose, trace_moves, player, order
 ) -> None:
     """For every cells configuration and every CoT format, each position's logits computed from the
     prefix ending there equal those of one pass over the whole sequence (position rules never look ahead)."""
     import torch
 
     model, tokenizer = _cells_model(
-        grids, moves=moves, shift=shift, compose=compose, trace_moves=trace_moves, player=player
+        grids, moves=moves, shift=shift, compose=compose, trace_moves=trace_moves, player=player, order=order
     )
     m = traces_map()
     pairs = [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc"), ("desc", "desc")]

@@ -99,6 +99,7 @@ TRAIN_KEYS = {
     "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
     "seed": int, "limit": int, "lora": bool, "max_length": int, "prompt": str, "max_minutes": (int, float),
     "tokenizer": str, "cell_grids": str, "cell_trace_moves": bool, "cell_player": bool,
+    "cell_order": bool,
 }  # fmt: skip
 PREDICT_KEYS = {
     "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,
@@ -643,7 +644,7 @@ def _check_sft_model(
         spec = resolve_offline(name)
     except LakeshiftError as err:
         raise cfg.error(key, str(err)) from None
-    for option in ("cell_grids", "cell_trace_moves", "cell_player"):
+    for option in ("cell_grids", "cell_trace_moves", "cell_player", "cell_order"):
         if tcfg.get(option) is not None and spec is not None and spec.model_type != cells.MODEL_TYPE:
             raise cfg.error(
                 key, f"{option} needs a cells model (mini-cells, mini-cells-base, ...), not {name}"

@@ -278,6 +278,7 @@ TRAIN_KEYS: dict[str, str | None] = {
     "cell_grids": "grids",
     "cell_trace_moves": "bool",
     "cell_player": "bool",
+    "cell_order": "bool",
     "save_steps": "positive_int",
 }
 

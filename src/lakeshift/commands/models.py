@@ -209,6 +209,13 @@ def _register_train(subparsers: Any) -> None:
         "predicts the cell the stated moves reached gets a player flag; saved with the model",
     )
     p.add_argument(
+        "--cell-order",
+        action="store_true",
+        default=None,
+        help="cells models: a cell's row and column also enter as numbers (one learned linear map), so that "
+        "the model can compare them (the goal is below the player); saved with the model",
+    )
+    p.add_argument(
         "--prompt",
         choices=PROMPTS,
         help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
@@ -278,7 +285,15 @@ def _register_train(subparsers: Any) -> None:
 # Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
 GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
 # SFT options that GRPO does not take.
-SFT_ONLY = ("preset", "max_length", "global_batch_size", "cell_grids", "cell_trace_moves", "cell_player")
+SFT_ONLY = (
+    "preset",
+    "max_length",
+    "global_batch_size",
+    "cell_grids",
+    "cell_trace_moves",
+    "cell_player",
+    "cell_order",
+)
 
 
 def _register_grpo_options(p: argparse.ArgumentParser) -> None:

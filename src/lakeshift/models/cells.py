@@ -33,6 +33,10 @@ vector and attention can match them directly:
   grid of a grid+desc trace shows the player where its stated move leads. A grid CoT states no move (its
   redrawn grid *is* the move), so it gets no flag. Like the walk, the flag says where the player would be
   by the moves written so far, never what is there or which move to take;
+- with ``cell_order`` (a config field, off by default): a cell's row ``r`` and column ``c`` also give an
+  ordered part, ``(r, c) / ORDER_SCALE`` through one learned linear map, added to their lookup embeddings,
+  so that "the goal is below the player" is a difference of two vectors rather than a relation between two
+  unrelated table entries, and rows and columns beyond the trained sizes keep their order;
 - every other token gets index 0, whose embedding is zero.
 
 The rule is causal: a token's row and column depend only on it and the tokens before it, so generation
@@ -86,6 +90,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_CELL = 31  # rows and columns 1..30 (MAX_MAP_SIZE); 0 = not a cell
+ORDER_SCALE = 10.0  # ``cell_order``: row and column r enter as r / 10 (a 10x10 map spans 0.1-1)
 MODEL_TYPE = "lakeshift_cells"
 GRID_CELLS = ".PGX"
 GRIDS = ("first", "every", "next")  # the values of ``cell_grids``: which grids get cells, and how
@@ -375,12 +380,16 @@ def shifted(index: Any) -> Any:
 
 
 def set_grids(
-    model: Any, grids: str | None = None, trace_moves: bool | None = None, player: bool | None = None
+    model: Any,
+    grids: str | None = None,
+    trace_moves: bool | None = None,
+    player: bool | None = None,
+    order: bool | None = None,
 ) -> None:
     """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`),
-    ``cell_trace_moves`` = ``trace_moves`` and ``cell_player`` = ``player`` (None: unchanged); saved with
-    it. A model that gets the player flag without having had it starts with a zero flag embedding, so that
-    it computes what it computed before."""
+    ``cell_trace_moves`` = ``trace_moves``, ``cell_player`` = ``player`` and ``cell_order`` = ``order``
+    (None: unchanged); saved with it. A model that gets the player flag or the ordered part without having
+    had it starts with zero weights for it, so that it computes what it computed before."""
     import torch
 
     if grids is not None:
@@ -398,6 +407,16 @@ def set_grids(
             torch.nn.init.zeros_(embedding.player.weight)
         elif not player:
             embedding.player = None
+    if order is not None:
+        model.config.cell_order = order
+        if order and embedding.order is None:
+            weight = embedding.weight
+            embedding.order = torch.nn.Linear(
+                2, weight.shape[1], bias=False, device=weight.device, dtype=weight.dtype
+            )
+            torch.nn.init.zeros_(embedding.order.weight)
+        elif not order:
+            embedding.order = None
     embedding.tables.update(lookup_tables(vars(model.config)))
 
 
@@ -437,6 +456,7 @@ def register() -> tuple[type, type]:
             cell_announce: list[int] | None = None,
             cell_trace_moves: bool = False,
             cell_player: bool = False,
+            cell_order: bool = False,
             cell_numbers: dict[str, int] | None = None,
             cell_row_words: list[int] | None = None,
             cell_col_words: list[int] | None = None,
@@ -458,6 +478,7 @@ def register() -> tuple[type, type]:
             self.cell_announce = cell_announce or []
             self.cell_trace_moves = cell_trace_moves
             self.cell_player = cell_player
+            self.cell_order = cell_order
             self.cell_numbers = cell_numbers or {}
             self.cell_row_words = cell_row_words or []
             self.cell_col_words = cell_col_words or []
@@ -474,6 +495,7 @@ def register() -> tuple[type, type]:
             self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.player = nn.Embedding(2, config.hidden_size, padding_idx=0) if config.cell_player else None
+            self.order = nn.Linear(2, config.hidden_size, bias=False) if config.cell_order else None
             self.tables = lookup_tables(vars(config))
             self.shift = bool(config.cell_shift)
             base = {int(k): v for k, v in (getattr(config, "cell_coord_base", None) or {}).items()}
@@ -520,8 +542,17 @@ def register() -> tuple[type, type]:
                 lookup = torch.arange(self.num_embeddings, device=input_ids.device)
                 lookup[self.index("tokens", input_ids.device)] = self.index("base", input_ids.device)
                 input_ids = lookup[input_ids]
-            embedded = super().forward(input_ids) + self.row(rows) + self.col(cols)
+            embedded = super().forward(input_ids) + self.cell_vectors(rows, cols)
             return embedded + self.player(flags[0]) if self.player is not None and flags else embedded
+
+        def cell_vectors(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+            """The vectors of cells (0: none) at ``rows`` and ``cols``: their lookup embeddings and, with
+            ``cell_order``, their ordered part."""
+            vectors = self.row(rows) + self.col(cols)
+            if self.order is None:
+                return vectors
+            ordered = torch.stack((rows, cols), dim=-1).to(self.order.weight.dtype) / ORDER_SCALE
+            return vectors + self.order(ordered)
 
         def coordinate_vectors(self) -> torch.Tensor:
             """The composed coordinate tokens' vectors: their shared token's plus their row's and column's,
@@ -531,11 +562,11 @@ def register() -> tuple[type, type]:
             rows, cols = self.index("rows", device), self.index("cols", device)
             shared = self.weight[self.index("base", device)]
             if self._offsets is None:
-                return shared + self.row(rows) + self.col(cols)
+                return shared + self.cell_vectors(rows, cols)
             dr, dc = self._offsets
             rows = (rows[None, :] + dr[:, None]).clamp(max=MAX_CELL - 1)
             cols = (cols[None, :] + dc[:, None]).clamp(max=MAX_CELL - 1)
-            return shared[None] + self.row(rows) + self.col(cols)
+            return shared[None] + self.cell_vectors(rows, cols)
 
     class ComposedHead(nn.Linear):
         """The output layer (tied to the token embedding) of a model with composed coordinate tokens: a

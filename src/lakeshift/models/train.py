@@ -131,6 +131,7 @@ class TrainOptions(RunOptions):
     cell_grids: str | None = None  # a cells model's ``cell_grids`` (None: the model's own)
     cell_trace_moves: bool | None = None  # a cells model's ``cell_trace_moves`` (None: the model's own)
     cell_player: bool | None = None  # a cells model's ``cell_player`` (None: the model's own)
+    cell_order: bool | None = None  # a cells model's ``cell_order`` (None: the model's own)
 
 
 #: The smallest hidden size for which bf16 autocast pays on a CPU with native bf16 (see the module doc).
@@ -180,6 +181,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
         cell_grids=opts.cell_grids,
         cell_trace_moves=opts.cell_trace_moves,
         cell_player=opts.cell_player,
+        cell_order=opts.cell_order,
         lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
@@ -524,7 +526,12 @@ def train(opts: TrainOptions) -> Path:
             f"--cell-grids {opts.cell_grids}: needs {', '.join(cells.GRIDS)} and a cells model "
             f"(--model mini-cells, mini-cells-base, ...; {opts.model} is {spec.model_type})"
         )
-    for option, value in (("--cell-trace-moves", opts.cell_trace_moves), ("--cell-player", opts.cell_player)):
+    flags = (
+        ("--cell-trace-moves", opts.cell_trace_moves),
+        ("--cell-player", opts.cell_player),
+        ("--cell-order", opts.cell_order),
+    )
+    for option, value in flags:
         if value is not None and spec.model_type != cells.MODEL_TYPE:
             raise LakeshiftError(
                 f"{option}: needs a cells model (--model mini-cells, mini-cells-base, ...; "
@@ -582,8 +589,9 @@ def train(opts: TrainOptions) -> Path:
 
     set_seed(hp["seed"])
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
-    if hp["cell_grids"] or hp["cell_trace_moves"] is not None or hp["cell_player"] is not None:
-        cells.set_grids(model, hp["cell_grids"], hp["cell_trace_moves"], hp["cell_player"])
+    cell_options = [hp[k] for k in ("cell_grids", "cell_trace_moves", "cell_player", "cell_order")]
+    if any(v is not None for v in cell_options):
+        cells.set_grids(model, *cell_options)
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = lora_config(hp, spec.vision)
