@@ -234,15 +234,14 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(name: 
     config = load_pretrain_config(root / BASE_MODELS[name])
     assert provenance["corpus"] == json.loads(json.dumps(config.corpus_key()))
     assert provenance["hparams"]["batch_size"] == config.train["batch_size"]
-    shipped_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     for option, default in (("cell_grids", "first"), ("cell_trace_moves", False), ("cell_player", False)):
-        assert shipped_config.get(option, default) == config.train.get(option, default), option
+        assert saved.get(option, default) == config.train.get(option, default), option
     tokenizer = load_tokenizer(folder)
     # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers and
     # desc words a checkpoint was saved without are the tokenizer's, set when it loads
     from lakeshift.models.cells import cell_tables, desc_ids, marker_ids
 
-    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     shipped = {**marker_ids(tokenizer), **desc_ids(tokenizer), **saved}
     assert {k: shipped[k] for k in cell_tables(tokenizer, moves=True)} == cell_tables(tokenizer, moves=True)
     m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])

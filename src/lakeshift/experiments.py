@@ -644,7 +644,7 @@ def _check_sft_model(
         spec = resolve_offline(name)
     except LakeshiftError as err:
         raise cfg.error(key, str(err)) from None
-    for option in ("cell_grids", "cell_trace_moves", "cell_player", "cell_order"):
+    for option in cells.OPTIONS:
         if tcfg.get(option) is not None and spec is not None and spec.model_type != cells.MODEL_TYPE:
             raise cfg.error(
                 key, f"{option} needs a cells model (mini-cells, mini-cells-base, ...), not {name}"

@@ -18,7 +18,7 @@ from lakeshift.commands import (
     seed,
 )
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.cells import GRIDS  # light: no torch
+from lakeshift.models.cells import GRIDS, OPTIONS  # light: no torch
 from lakeshift.models.data import PROMPTS  # light: no torch
 from lakeshift.models.generation import DECODING_PRESETS  # light: no torch
 from lakeshift.models.tokenizer import TOKENIZERS  # light: no torch
@@ -285,15 +285,7 @@ def _register_train(subparsers: Any) -> None:
 # Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
 GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
 # SFT options that GRPO does not take.
-SFT_ONLY = (
-    "preset",
-    "max_length",
-    "global_batch_size",
-    "cell_grids",
-    "cell_trace_moves",
-    "cell_player",
-    "cell_order",
-)
+SFT_ONLY = ("preset", "max_length", "global_batch_size", *OPTIONS)
 
 
 def _register_grpo_options(p: argparse.ArgumentParser) -> None:

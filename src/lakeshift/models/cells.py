@@ -94,6 +94,10 @@ ORDER_SCALE = 10.0  # ``cell_order``: row and column r enter as r / 10 (a 10x10 
 MODEL_TYPE = "lakeshift_cells"
 GRID_CELLS = ".PGX"
 GRIDS = ("first", "every", "next")  # the values of ``cell_grids``: which grids get cells, and how
+#: The on/off options of a cells model (config fields; ``--cell-trace-moves`` ... on ``lakeshift train``).
+FLAGS = ("cell_trace_moves", "cell_player", "cell_order")
+#: Every option a training run may set on a cells model, in :func:`set_grids`'s order.
+OPTIONS = ("cell_grids", *FLAGS)
 
 _registered: dict[str, Any] = {}
 
@@ -397,26 +401,22 @@ def set_grids(
     if trace_moves is not None:
         model.config.cell_trace_moves = trace_moves
     embedding = model.model.embed_tokens
-    if player is not None:
-        model.config.cell_player = player
-        if player and embedding.player is None:
-            weight = embedding.weight
-            embedding.player = torch.nn.Embedding(
-                2, weight.shape[1], padding_idx=0, device=weight.device, dtype=weight.dtype
-            )
-            torch.nn.init.zeros_(embedding.player.weight)
-        elif not player:
-            embedding.player = None
-    if order is not None:
-        model.config.cell_order = order
-        if order and embedding.order is None:
-            weight = embedding.weight
-            embedding.order = torch.nn.Linear(
-                2, weight.shape[1], bias=False, device=weight.device, dtype=weight.dtype
-            )
-            torch.nn.init.zeros_(embedding.order.weight)
-        elif not order:
-            embedding.order = None
+    weight = embedding.weight
+    hidden, where = weight.shape[1], {"device": weight.device, "dtype": weight.dtype}
+    parts = {
+        "player": (player, lambda: torch.nn.Embedding(2, hidden, padding_idx=0, **where)),
+        "order": (order, lambda: torch.nn.Linear(2, hidden, bias=False, **where)),
+    }
+    for name, (on, make) in parts.items():
+        if on is None:
+            continue
+        setattr(model.config, f"cell_{name}", on)
+        if on and getattr(embedding, name) is None:
+            part = make()
+            torch.nn.init.zeros_(part.weight)
+            setattr(embedding, name, part)
+        elif not on:
+            setattr(embedding, name, None)
     embedding.tables.update(lookup_tables(vars(model.config)))
 
 

@@ -526,13 +526,9 @@ def train(opts: TrainOptions) -> Path:
             f"--cell-grids {opts.cell_grids}: needs {', '.join(cells.GRIDS)} and a cells model "
             f"(--model mini-cells, mini-cells-base, ...; {opts.model} is {spec.model_type})"
         )
-    flags = (
-        ("--cell-trace-moves", opts.cell_trace_moves),
-        ("--cell-player", opts.cell_player),
-        ("--cell-order", opts.cell_order),
-    )
-    for option, value in flags:
-        if value is not None and spec.model_type != cells.MODEL_TYPE:
+    for flag in cells.FLAGS:
+        if getattr(opts, flag) is not None and spec.model_type != cells.MODEL_TYPE:
+            option = "--" + flag.replace("_", "-")
             raise LakeshiftError(
                 f"{option}: needs a cells model (--model mini-cells, mini-cells-base, ...; "
                 f"{opts.model} is {spec.model_type})"
@@ -589,7 +585,7 @@ def train(opts: TrainOptions) -> Path:
 
     set_seed(hp["seed"])
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
-    cell_options = [hp[k] for k in ("cell_grids", "cell_trace_moves", "cell_player", "cell_order")]
+    cell_options = [hp[k] for k in cells.OPTIONS]
     if any(v is not None for v in cell_options):
         cells.set_grids(model, *cell_options)
     if spec.vision:
