@@ -596,6 +596,77 @@ def test_a_desc_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> No
     assert not any(cell_positions(ids, _player_tables(tokenizer, player=False))[0][:prompt_end])
 
 
+def _table_tables(tokenizer: Any, grids: str = "first", **fields: Any) -> dict[str, Any]:
+    base = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_tables": True}
+    return lookup_tables({**base, **fields})
+
+
+def _tables_read(ids: list[int], positions: tuple[list[int], list[int]], tables: dict) -> list[tuple]:
+    """(row, column, symbol) of each table cell token that got a cell."""
+    return [(r, c, i) for i, r, c in zip(ids, *positions, strict=True) if i in tables["table_cells"] and r]
+
+
+TABLE_SYMBOL = {"S": "@", "G": "*", "H": "#", "F": "_"}
+
+
+@given(random_maps(max_size=10, hole_probs=(0.25,)), st.sampled_from(["none", "desc", "table", "grid"]))
+@settings(max_examples=40, deadline=None)
+def test_a_table_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> None:
+    """``cell_tables``: each cell of the prompt's table gets its row and column, the ``@`` starts the walk,
+    so the answer's moves (and stated ones) get the cells they reach exactly as with grid input; without it
+    a table gets no cells and no move walks; with ``first`` a redrawn table gets none."""
+    ids = _conversation_ids(tokenizer, m, "table", cot)
+    tables = _table_tables(tokenizer, cell_trace_moves=True)
+    positions = cell_positions(ids, tables)
+    symbol = {tokenizer.convert_tokens_to_ids(f" | {s}"): s for s in "_@*#"}
+    read = _tables_read(ids, positions, tables)
+    assert [(r, c) for r, c, _ in read] == [
+        (r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)
+    ]
+    assert [symbol[i] for _, _, i in read] == [TABLE_SYMBOL[ch] for row in m.rows for ch in row]
+    moves = tables["moves"]
+    walked = [(r, c) for i, r, c in zip(ids, *positions, strict=True) if i in moves and r]
+    grid_ids = _conversation_ids(tokenizer, m, "grid", cot)
+    grid_positions = cell_positions(
+        grid_ids, lookup_tables({**cell_tables(tokenizer, moves=True), "cell_trace_moves": True})
+    )
+    assert walked == [(r, c) for i, r, c in zip(grid_ids, *grid_positions, strict=True) if i in moves and r]
+    path = m.optimal_path()
+    assert walked[-len(path) :] == [(r + 1, c + 1) for r, c in m.simulate(path).positions[1:]]
+    off = cell_positions(ids, _table_tables(tokenizer, cell_tables=False))
+    assert not any(off[0][: ids.index(tables["table_player"]) + 1])
+    assert not any(r for i, r in zip(ids, off[0], strict=True) if i in moves)
+
+
+@given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["table", "table+desc"]))
+@settings(max_examples=40, deadline=None)
+def test_redrawn_tables_get_their_cells_with_every_and_the_next_cell_with_next(tokenizer, m, cot) -> None:
+    """A table a table CoT redraws is read as a redrawn grid: with ``every`` each gets the prompt table's
+    cells; with ``next`` the token before each cell (the row's number or the cell to its left) carries it,
+    the row's last cell none, and with ``cell_player`` in table+desc exactly the token before each redrawn
+    ``@`` has the player flag."""
+    from lakeshift.models.cells import CellWalker
+
+    path = m.optimal_path()
+    ids = _conversation_ids(tokenizer, m, "table", cot)
+    every_tables = _table_tables(tokenizer, "every")
+    every = cell_positions(ids, every_tables)
+    one_map = [(r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)]
+    assert [(r, c) for r, c, _ in _tables_read(ids, every, every_tables)] == one_map * (1 + len(path))
+    assert len(_tables_read(ids, cell_positions(ids, _table_tables(tokenizer)), every_tables)) == len(one_map)
+    next_tables = _table_tables(tokenizer, "next", cell_trace_moves=True, cell_player=True)
+    rows, cols, flags = CellWalker(next_tables).feed(ids)
+    pairs, nexts = list(zip(*every, strict=True)), list(zip(rows, cols, strict=True))
+    cells = [i for i, tok in enumerate(ids) if tok in every_tables["table_cells"]]
+    for i in cells[len(one_map) :]:
+        assert nexts[i - 1] == pairs[i]
+        r, c = pairs[i]
+        assert nexts[i] == ((r, c + 1) if c < m.size else (0, 0))
+    players = [i for i, tok in enumerate(ids) if tok == next_tables["table_player"]]
+    flagged = [i + 1 for i, f in enumerate(flags) if f]
+    assert flagged == (players[1:] if cot == "table+desc" else [])
+
+
 def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     from tests.model_fixtures import generate_split
 
@@ -606,14 +677,11 @@ def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--cell-grids every: needs first, every, next and a cells model" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
-    assert main([*argv, "--out", str(tmp_path / "run"), "--cell-player"]) == 2
-    err = capsys.readouterr().err
-    assert "--cell-player: needs a cells model" in err and "Traceback" not in err
-    assert not (tmp_path / "run").exists()
-    assert main([*argv, "--out", str(tmp_path / "run"), "--cell-order"]) == 2
-    err = capsys.readouterr().err
-    assert "--cell-order: needs a cells model" in err and "Traceback" not in err
-    assert not (tmp_path / "run").exists()
+    for option in ("--cell-player", "--cell-order", "--cell-tables"):
+        assert main([*argv, "--out", str(tmp_path / "run"), option]) == 2
+        err = capsys.readouterr().err
+        assert f"{option}: needs a cells model" in err and "Traceback" not in err
+        assert not (tmp_path / "run").exists()
 
 
 ALL_COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
@@ -634,17 +702,18 @@ def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> li
     st.sampled_from(["first", "every", "next"]),
     st.booleans(),
     st.booleans(),
+    st.booleans(),
 )
 @settings(max_examples=80, deadline=None)
 def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(
-    tokenizer, m, input_format, cot, grids, trace_moves, player
+    tokenizer, m, input_format, cot, grids, trace_moves, player, table
 ):
     """Every prefix of a conversation gives its tokens the rows, columns and player flags the whole
     conversation gives them: generation, which has no later tokens, sees what training saw."""
     from lakeshift.models.cells import CellWalker
 
     fields = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_trace_moves": trace_moves}
-    tables = lookup_tables({**fields, "cell_player": player})
+    tables = lookup_tables({**fields, "cell_player": player, "cell_tables": table})
     ids = _conversation_ids(tokenizer, m, input_format, cot)
     whole = CellWalker(tables).feed(ids)
     for end in range(1, len(ids)):
@@ -660,6 +729,7 @@ def _cells_model(
     trace_moves: bool = False,
     player: bool = False,
     order: bool = False,
+    tables: bool = False,
 ) -> tuple[Any, Any]:
     import torch
 
@@ -675,6 +745,7 @@ def _cells_model(
         cell_trace_moves=trace_moves,
         cell_player=player,
         cell_order=order,
+        cell_tables=tables,
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -698,18 +769,20 @@ def _cells_model(
 
 
 @pytest.mark.parametrize(
-    "grids, moves, shift, compose, trace_moves, player, order",
+    "grids, moves, shift, compose, trace_moves, player, order, tables",
     [
-        ("first", False, False, False, False, False, False),
-        ("first", True, False, False, False, False, False),
-        ("every", True, False, False, False, False, False),
-        ("every", True, True, False, False, False, False),
-        ("every", True, True, True, False, False, False),
-        ("next", True, False, False, False, False, False),
-        ("next", True, False, False, True, False, False),
-        ("next", True, False, False, True, True, False),
-        ("next", True, False, False, True, True, True),
-        ("every", True, True, True, False, False, True),
+        ("first", False, False, False, False, False, False, False),
+        ("first", True, False, False, False, False, False, False),
+        ("every", True, False, False, False, False, False, False),
+        ("every", True, True, False, False, False, False, False),
+        ("every", True, True, True, False, False, False, False),
+        ("next", True, False, False, False, False, False, False),
+        ("next", True, False, False, True, False, False, False),
+        ("next", True, False, False, True, True, False, False),
+        ("next", True, False, False, True, True, True, False),
+        ("every", True, True, True, False, False, True, False),
+        ("next", True, False, False, True, True, False, True),
+        ("every", True, False, False, False, False, False, True),
     ],
     ids=[
         "first",
@@ -722,20 +795,30 @@ def _cells_model(
         "next-walk-trace-moves-player",
         "next-walk-trace-moves-player-order",
         "every-walk-shift-compose-order",
+        "next-walk-trace-moves-player-tables",
+        "every-walk-tables",
     ],
 )
 def test_the_logits_at_each_position_are_those_of_the_prefix_alone(
-    grids, moves, shift, compose, trace_moves, player, order
+    grids, moves, shift, compose, trace_moves, player, order, tables
 ) -> None:
     """For every cells configuration and every CoT format, each position's logits computed from the
     prefix ending there equal those of one pass over the whole sequence (position rules never look ahead)."""
     import torch
 
     model, tokenizer = _cells_model(
-        grids, moves=moves, shift=shift, compose=compose, trace_moves=trace_moves, player=player, order=order
+        grids,
+        moves=moves,
+        shift=shift,
+        compose=compose,
+        trace_moves=trace_moves,
+        player=player,
+        order=order,
+        tables=tables,
     )
     m = traces_map()
     pairs = [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc"), ("desc", "desc")]
+    pairs += [("table", "table"), ("table", "table+desc"), ("desc", "table+desc")]
     for input_format, cot in pairs:
         ids = _conversation_ids(tokenizer, m, input_format, cot)
         n = len(ids)

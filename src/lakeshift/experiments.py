@@ -99,7 +99,7 @@ TRAIN_KEYS = {
     "grad_accum": int, "lr": (int, float, str), "warmup_steps": int, "weight_decay": (int, float, str),
     "seed": int, "limit": int, "lora": bool, "max_length": int, "prompt": str, "max_minutes": (int, float),
     "tokenizer": str, "cell_grids": str, "cell_trace_moves": bool, "cell_player": bool,
-    "cell_order": bool,
+    "cell_order": bool, "cell_tables": bool,
 }  # fmt: skip
 PREDICT_KEYS = {
     "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,

@@ -279,6 +279,7 @@ TRAIN_KEYS: dict[str, str | None] = {
     "cell_trace_moves": "bool",
     "cell_player": "bool",
     "cell_order": "bool",
+    "cell_tables": "bool",
     "save_steps": "positive_int",
 }
 

@@ -216,6 +216,14 @@ def _register_train(subparsers: Any) -> None:
         "the model can compare them (the goal is below the player); saved with the model",
     )
     p.add_argument(
+        "--cell-tables",
+        action="store_true",
+        default=None,
+        help="cells models: a table map's cells (| Row R | @ | _ |) get their row and column as a grid's do: "
+        "the prompt's table starts the walk, and --cell-grids says what the tables a table CoT redraws get; "
+        "saved with the model",
+    )
+    p.add_argument(
         "--prompt",
         choices=PROMPTS,
         help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "

@@ -37,6 +37,12 @@ vector and attention can match them directly:
   ordered part, ``(r, c) / ORDER_SCALE`` through one learned linear map, added to their lookup embeddings,
   so that "the goal is below the player" is a difference of two vectors rather than a relation between two
   unrelated table entries, and rows and columns beyond the trained sizes keep their order;
+- with ``cell_tables`` (a config field, off by default): the cells of a table map (``| Row R | @ | _ |``,
+  the cell tokens `` | @``, `` | _``, `` | *``, `` | #``) get (R, k), k counting the row's cells, as a grid's
+  do: the table in the prompt is the map (its size bounds the walk, its ``@`` starts it), and the tables a
+  table CoT redraws in the assistant's turn are redrawn maps, read by ``cell_grids`` as redrawn grids are
+  (``first``: none; ``every``: their own cells; ``next``: the ``R`` of ``| Row R`` and each cell carry the
+  cell after them, the row's last none, with the player flag of ``cell_player``);
 - every other token gets index 0, whose embedding is zero.
 
 The rule is causal: a token's row and column depend only on it and the tokens before it, so generation
@@ -58,7 +64,8 @@ it predicts instead: the header line before it gets (1, 1), each cell the row an
 it in its row (the row's last cell none), and each newline inside it the first cell of the next row, so the
 token that predicts cell (r, c) carries the vector of the first grid's cell (r, c) it copies (as a move of
 an answer carries the cell it reaches); its width and height are the first grid's. Answers walk from the
-first grid's start either way. Table input gets none, and desc input none without ``cell_player``. Rows
+first grid's start either way. Table input gets none without ``cell_tables``, and desc input none without
+``cell_player``. Rows
 and columns above the training sizes have untrained embeddings, like the coordinate tokens themselves: this
 helps reading maps, not size generalization by itself.
 
@@ -95,7 +102,7 @@ MODEL_TYPE = "lakeshift_cells"
 GRID_CELLS = ".PGX"
 GRIDS = ("first", "every", "next")  # the values of ``cell_grids``: which grids get cells, and how
 #: The on/off options of a cells model (config fields; ``--cell-trace-moves`` ... on ``lakeshift train``).
-FLAGS = ("cell_trace_moves", "cell_player", "cell_order")
+FLAGS = ("cell_trace_moves", "cell_player", "cell_order", "cell_tables")
 #: Every option a training run may set on a cells model, in :func:`set_grids`'s order.
 OPTIONS = ("cell_grids", *FLAGS)
 
@@ -140,6 +147,7 @@ def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> d
         "cell_start": sorted(vocab[piece] for piece in ("P", "  P") if moves and piece in vocab),
         "cell_box": vocab.get("\\boxed{", -1) if moves else -1,
         **desc_ids(tokenizer),
+        **table_ids(tokenizer),
     }
 
 
@@ -184,10 +192,29 @@ def desc_ids(tokenizer: Any) -> dict[str, Any]:
     }
 
 
+def table_ids(tokenizer: Any) -> dict[str, Any]:
+    """The tokens of a table map that :data:`cell_tables` reads, as config fields: ``cell_table_cells``
+    (`` | _``, `` | @``, `` | *``, `` | #``), ``cell_table_player`` (`` | @``) and ``cell_table_row`` (``|``
+    and `` Row``, the opening of a row line)."""
+    from lakeshift.formats.table import SYMBOLS
+
+    vocab = tokenizer.get_vocab()
+    return {
+        "cell_table_cells": sorted(vocab[f" | {s}"] for s in SYMBOLS.values() if f" | {s}" in vocab),
+        "cell_table_player": vocab.get(f" | {SYMBOLS['player']}", -1),
+        "cell_table_row": [vocab.get("|", -1), vocab.get(" Row", -1)],
+    }
+
+
+#: The token fields a cells model's config needs for the causal rule; an older checkpoint lacks some.
+MARKER_FIELDS = ("cell_answer", "cell_numbers", "cell_table_cells")
+
+
 def set_markers(model: Any, tokenizer: Any) -> None:
-    """Gives a cells model saved without the :func:`marker_ids` or :func:`desc_ids` fields (an older
-    checkpoint) those of its tokenizer, so that its grids and walks follow the causal rule (module doc)."""
-    for field, ids in {**marker_ids(tokenizer), **desc_ids(tokenizer)}.items():
+    """Gives a cells model saved without the :func:`marker_ids`, :func:`desc_ids` or :func:`table_ids`
+    fields (an older checkpoint) those of its tokenizer, so that its grids and walks follow the causal rule
+    (module doc)."""
+    for field, ids in {**marker_ids(tokenizer), **desc_ids(tokenizer), **table_ids(tokenizer)}.items():
         setattr(model.config, field, ids)
     model.model.embed_tokens.tables.update(lookup_tables(vars(model.config)))
 
@@ -228,6 +255,10 @@ def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
         "col_words": tuple(fields.get("cell_col_words") or ()),
         "comma": fields.get("cell_comma", -1),
         "by": fields.get("cell_by", -1),
+        "table": bool(fields.get("cell_tables")),
+        "table_cells": set(fields.get("cell_table_cells") or ()),
+        "table_player": fields.get("cell_table_player", -1),
+        "table_row": tuple(fields.get("cell_table_row") or ()),
         **_grid_flags(fields.get("cell_grids", "first")),
     }
 
@@ -279,6 +310,9 @@ class _Walk:
     redrawn: bool = False  # inside a grid after the sequence's first (one a grid CoT writes)
     stated: bool = False  # a move stated since the last grid ended (``cell_player``: the next grid shows it)
     predicts: bool = False  # the token read last predicts the cell it gets (``next``)
+    table_row: int = 0  # the row of the table line being read (``cell_tables``; 0: none)
+    table_col: int = 0
+    table_redrawn: bool = False  # that table is in the assistant's turn (one a table CoT redraws)
 
     def step(self, tok: int, tables: dict[str, Any]) -> tuple[int, int, int]:
         """Reads ``tok`` and returns its row, column and player flag."""
@@ -294,6 +328,11 @@ class _Walk:
         # (4: a desc cell reads the ``row R, column`` before it)
         self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 4) :]
         self.answering = self.answering or _ends_with(self.recent, answer)
+        if tables["table"]:
+            cell = self._table_cell(tok, before, tables)
+            if cell is not None:
+                self.walking = False
+                return cell
         if tables["player"] and not self.answering and self.state != "inside" and tok in tables["numbers"]:
             return self._desc_cell(before, tables["numbers"][tok], tables)
         if tables["next"] and self.state == "done" and self.height and _ends_with(self.recent, header):
@@ -347,6 +386,44 @@ class _Walk:
             return (self.row, self.col + 1) if self.col < self.width else (0, 0)
         return self.row, self.col
 
+    def _table_cell(
+        self, tok: int, before: tuple[int, ...], tables: dict[str, Any]
+    ) -> tuple[int, int] | None:
+        """A token of a table's row line (``cell_tables``): its cell, or (0, 0); None for any other token.
+
+        The table in the prompt is the map: its cells get their own (R, k), and it gives the walk its size
+        and start (the ``@``). A table of the assistant's turn is a redrawn map, read as ``cell_grids``
+        reads a redrawn grid."""
+        if tok in tables["numbers"] and before[-2:] == tables["table_row"]:
+            self.table_row, self.table_col, self.table_redrawn = tables["numbers"][tok], 0, self.answering
+            if self.table_redrawn and tables["next"] and self.table_row < MAX_CELL:
+                self.predicts = True
+                return self.table_row, 1  # ``next``: the row's number predicts its first cell
+            return 0, 0
+        if self.table_row and tok in tables["table_cells"]:
+            self.table_col += 1
+            r, c = self.table_row, self.table_col
+            if r >= MAX_CELL or c >= MAX_CELL:
+                return 0, 0
+            if not self.table_redrawn:
+                self.height, self.width = max(self.height, r), max(self.width, c)
+                if self.start is None and tok == tables["table_player"]:
+                    self.start = self.here = (r, c)
+                    self.state = "done"  # the map's start is read: moves walk from here on
+                return r, c
+            if not tables["every"]:
+                return 0, 0
+            if tables["next"]:
+                self.predicts = True
+                return (r, c + 1) if c < self.width else (0, 0)
+            return r, c
+        if self.table_row and tok == tables["newline"]:
+            if self.table_redrawn and self.table_row >= self.height:
+                self.stated = False  # the redrawn map is drawn: the next one needs a new stated move
+            self.table_row = 0
+            return 0, 0
+        return None
+
     def _desc_cell(self, before: tuple[int, ...], number: int, tables: dict[str, Any]) -> tuple[int, int]:
         """A number token of a desc map in the prompt (``cell_player``): the column of ``row R, column C``
         gets (R, C), and the player's (``row``, ``column`` in lower case) starts the walk; ``NxM`` of
@@ -389,17 +466,21 @@ def set_grids(
     trace_moves: bool | None = None,
     player: bool | None = None,
     order: bool | None = None,
+    tables: bool | None = None,
 ) -> None:
     """Switches a loaded cells model to ``cell_grids`` = ``grids`` (one of :data:`GRIDS`),
-    ``cell_trace_moves`` = ``trace_moves``, ``cell_player`` = ``player`` and ``cell_order`` = ``order``
-    (None: unchanged); saved with it. A model that gets the player flag or the ordered part without having
-    had it starts with zero weights for it, so that it computes what it computed before."""
+    ``cell_trace_moves`` = ``trace_moves``, ``cell_player`` = ``player``, ``cell_order`` = ``order`` and
+    ``cell_tables`` = ``tables`` (None: unchanged); saved with it. A model that gets the player flag or
+    the ordered part without having had it starts with zero weights for it, so that it computes what it
+    computed before."""
     import torch
 
     if grids is not None:
         model.config.cell_grids = grids
     if trace_moves is not None:
         model.config.cell_trace_moves = trace_moves
+    if tables is not None:
+        model.config.cell_tables = tables
     embedding = model.model.embed_tokens
     weight = embedding.weight
     hidden, where = weight.shape[1], {"device": weight.device, "dtype": weight.dtype}

@@ -529,8 +529,8 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = cls.from_pretrained(spec.source, **kwargs)
-    if spec.model_type == cells.MODEL_TYPE and not (
-        getattr(model.config, "cell_answer", None) and getattr(model.config, "cell_numbers", None)
+    if spec.model_type == cells.MODEL_TYPE and not all(
+        getattr(model.config, field, None) for field in cells.MARKER_FIELDS
     ):
         cells.set_markers(model, load_processing(spec))
     return model

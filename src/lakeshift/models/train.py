@@ -132,6 +132,7 @@ class TrainOptions(RunOptions):
     cell_trace_moves: bool | None = None  # a cells model's ``cell_trace_moves`` (None: the model's own)
     cell_player: bool | None = None  # a cells model's ``cell_player`` (None: the model's own)
     cell_order: bool | None = None  # a cells model's ``cell_order`` (None: the model's own)
+    cell_tables: bool | None = None  # a cells model's ``cell_tables`` (None: the model's own)
 
 
 #: The smallest hidden size for which bf16 autocast pays on a CPU with native bf16 (see the module doc).
@@ -182,6 +183,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
         cell_trace_moves=opts.cell_trace_moves,
         cell_player=opts.cell_player,
         cell_order=opts.cell_order,
+        cell_tables=opts.cell_tables,
         lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
