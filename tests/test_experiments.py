@@ -69,6 +69,7 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
         ("configs/cpu-ood-moonshot.yaml", {"generate": 1, "train": 1, "predict": 3, "report": 1}),
         ("configs/cpu-grid-pair.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
         ("configs/paper-protocol.yaml", {"generate": 1, "train": 14, "predict": 42, "report": 1}),
+        ("configs/paper-protocol-table-cells.yaml", {"generate": 1, "train": 4, "predict": 12, "report": 1}),
         ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
     ],
 )
