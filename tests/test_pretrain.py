@@ -238,11 +238,11 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(name: 
     for option, default in (("cell_grids", "first"), ("cell_trace_moves", False), ("cell_player", False)):
         assert saved.get(option, default) == config.train.get(option, default), option
     tokenizer = load_tokenizer(folder)
-    # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers and
-    # desc words a checkpoint was saved without are the tokenizer's, set when it loads
-    from lakeshift.models.cells import cell_tables, desc_ids, marker_ids
+    # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers, desc
+    # and table words a checkpoint was saved without are the tokenizer's, set when it loads
+    from lakeshift.models.cells import cell_tables, desc_ids, marker_ids, table_ids
 
-    shipped = {**marker_ids(tokenizer), **desc_ids(tokenizer), **saved}
+    shipped = {**marker_ids(tokenizer), **desc_ids(tokenizer), **table_ids(tokenizer), **saved}
     assert {k: shipped[k] for k in cell_tables(tokenizer, moves=True)} == cell_tables(tokenizer, moves=True)
     m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])
     record = {"id": "big", "rows": m.rows, "optimal_path": m.optimal_path()}
