@@ -65,9 +65,8 @@ it in its row (the row's last cell none), and each newline inside it the first c
 token that predicts cell (r, c) carries the vector of the first grid's cell (r, c) it copies (as a move of
 an answer carries the cell it reaches); its width and height are the first grid's. Answers walk from the
 first grid's start either way. Table input gets none without ``cell_tables``, and desc input none without
-``cell_player``. Rows
-and columns above the training sizes have untrained embeddings, like the coordinate tokens themselves: this
-helps reading maps, not size generalization by itself.
+``cell_player``. Rows and columns above the training sizes have untrained embeddings, like the coordinate
+tokens themselves: this helps reading maps, not size generalization by itself.
 
 ``cell_shift`` (a config field, off by default; on in the named size ``mini-cells-shift``): in training,
 every row and column index of a sequence with a grid moves by one random offset (:func:`shifted`) so that
