@@ -768,54 +768,32 @@ def _cells_model(
     return model.eval(), tokenizer
 
 
-@pytest.mark.parametrize(
-    "grids, moves, shift, compose, trace_moves, player, order, tables",
-    [
-        ("first", False, False, False, False, False, False, False),
-        ("first", True, False, False, False, False, False, False),
-        ("every", True, False, False, False, False, False, False),
-        ("every", True, True, False, False, False, False, False),
-        ("every", True, True, True, False, False, False, False),
-        ("next", True, False, False, False, False, False, False),
-        ("next", True, False, False, True, False, False, False),
-        ("next", True, False, False, True, True, False, False),
-        ("next", True, False, False, True, True, True, False),
-        ("every", True, True, True, False, False, True, False),
-        ("next", True, False, False, True, True, False, True),
-        ("every", True, False, False, False, False, False, True),
-    ],
-    ids=[
-        "first",
-        "first-walk",
-        "every-walk",
-        "every-walk-shift",
-        "every-walk-shift-compose",
-        "next-walk",
-        "next-walk-trace-moves",
-        "next-walk-trace-moves-player",
-        "next-walk-trace-moves-player-order",
-        "every-walk-shift-compose-order",
-        "next-walk-trace-moves-player-tables",
-        "every-walk-tables",
-    ],
-)
-def test_the_logits_at_each_position_are_those_of_the_prefix_alone(
-    grids, moves, shift, compose, trace_moves, player, order, tables
-) -> None:
+#: Every cells configuration the causal test covers: its ``cell_grids`` and the options switched on.
+CELLS_CASES = {
+    "first": ("first", ()),
+    "first-walk": ("first", ("moves",)),
+    "every-walk": ("every", ("moves",)),
+    "every-walk-shift": ("every", ("moves", "shift")),
+    "every-walk-shift-compose": ("every", ("moves", "shift", "compose")),
+    "next-walk": ("next", ("moves",)),
+    "next-walk-trace-moves": ("next", ("moves", "trace_moves")),
+    "next-walk-trace-moves-player": ("next", ("moves", "trace_moves", "player")),
+    "next-walk-trace-moves-player-order": ("next", ("moves", "trace_moves", "player", "order")),
+    "every-walk-shift-compose-order": ("every", ("moves", "shift", "compose", "order")),
+    "next-walk-trace-moves-player-tables": ("next", ("moves", "trace_moves", "player", "tables")),
+    "every-walk-tables": ("every", ("moves", "tables")),
+}
+
+
+@pytest.mark.parametrize("case", CELLS_CASES)
+def test_the_logits_at_each_position_are_those_of_the_prefix_alone(case: str) -> None:
     """For every cells configuration and every CoT format, each position's logits computed from the
     prefix ending there equal those of one pass over the whole sequence (position rules never look ahead)."""
     import torch
 
-    model, tokenizer = _cells_model(
-        grids,
-        moves=moves,
-        shift=shift,
-        compose=compose,
-        trace_moves=trace_moves,
-        player=player,
-        order=order,
-        tables=tables,
-    )
+    grids, switched_on = CELLS_CASES[case]
+    options = dict.fromkeys(switched_on, True)
+    model, tokenizer = _cells_model(grids, moves=options.pop("moves", False), **options)
     m = traces_map()
     pairs = [("grid", c) for c in ALL_COTS] + [("table", "grid"), ("desc", "grid+desc"), ("desc", "desc")]
     pairs += [("table", "table"), ("table", "table+desc"), ("desc", "table+desc")]
