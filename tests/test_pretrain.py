@@ -152,6 +152,55 @@ def test_every_trace_format_is_drawn_and_old_configs_keep_their_corpus() -> None
     ]
 
 
+@pytest.mark.parametrize("walks_end_at_goal", [False, True])
+def test_an_excluded_map_is_never_shown(tmp_path: Path, walks_end_at_goal: bool) -> None:
+    from lakeshift.generate import generate_split
+
+    # 3x3 maps with holes repeat often, so a corpus drawn without the exclusion shows test maps
+    test_maps, _ = generate_split(pretrain.corpus_spec({3: 150}, 0.2), seed=9)
+    excluded = frozenset(tuple(rec["rows"]) for rec in test_maps)
+    spec = pretrain.corpus_spec({3: 300}, 0.2)
+
+    def shown(data: Path) -> list[tuple[str, ...]]:
+        rows = []
+        sft = data / "pretrain" / "sft" / "text__maptasks.jsonl"
+        for line in sft.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            p = formats.parse(rec["messages"][1]["content"], rec["map_format"])
+            rows.append(tuple(FrozenLakeMap(3, p.holes, p.player, p.goal).rows))
+        return rows
+
+    kwargs = {"tasks": ("trace",), "traces": ("grid",), "walks_end_at_goal": walks_end_at_goal}
+    free = pretrain.write_corpus(tmp_path / "free", spec, 3, **kwargs)
+    assert sum(r in excluded for r in shown(tmp_path / "free")) > 10
+    assert free == {"maps": 300, "examples": 300, "redrawn": 0, "dropped": 0}
+    counts = pretrain.write_corpus(tmp_path / "clean", spec, 3, excluded=excluded, **kwargs)
+    rows = shown(tmp_path / "clean")
+    assert not set(rows) & excluded and len(rows) == counts["examples"]
+    assert counts["maps"] == 300 and counts["redrawn"] > 10
+    assert counts["examples"] + counts["dropped"] == 300 and (counts["dropped"] > 0) == walks_end_at_goal
+
+
+def test_a_config_excludes_map_files_by_content(tmp_path: Path) -> None:
+    from lakeshift.generate import generate_split
+    from lakeshift.io import write_jsonl
+
+    maps = tmp_path / "data" / "id-test" / "maps.jsonl"
+    maps.parent.mkdir(parents=True)
+    records = generate_split(pretrain.corpus_spec({4: 3}, 0.2), seed=1)[0]
+    write_jsonl(maps, records)
+    config = load_pretrain_config(
+        _config(tmp_path, GOOD.replace("seed: 2", f"exclude: [{tmp_path / 'data'}]"))
+    )
+    assert pretrain.excluded_maps(config.exclude)[0] == {tuple(rec["rows"]) for rec in records}
+    key = config.corpus_key()
+    write_jsonl(maps, generate_split(pretrain.corpus_spec({4: 3}, 0.2), seed=2)[0])
+    assert config.corpus_key() != key  # other test maps: another corpus
+    assert load_pretrain_config(_config(tmp_path, GOOD)).corpus_key().keys() == key.keys() - {
+        "exclude_sha256"
+    }
+
+
 def _config(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "base.yaml"
     path.write_text(text, encoding="utf-8")
@@ -181,6 +230,11 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
             ":2: corpus.walks_end_at_goal: expected true or false",
         ),
         (GOOD.replace("max_steps: 2", "cell_grids: all"), ":6: train.cell_grids: expected one of first"),
+        (
+            GOOD.replace("seed: 2", "exclude: [no/such/data]"),
+            ":2: corpus.exclude: no/such/data: no maps.jsonl",
+        ),
+        (GOOD.replace("seed: 2", "exclude: data/test"), ":2: corpus.exclude: expected a list of map files"),
     ],
 )
 def test_bad_configs_are_one_line_naming_file_line_and_key(tmp_path: Path, text: str, needle: str) -> None:

@@ -39,6 +39,10 @@ goal chosen by a search, no test map (its maps come from their own split and see
       user:      <map>
       assistant: Grid:\n.  G  .\nP  X  .\n.  .  X\n...\n\boxed{UP, ...}
 
+A config's ``corpus.exclude`` names maps no example may show (:func:`excluded_maps`, e.g. the test splits of
+the models the base will serve): a drawn map that is one is drawn again, and an example whose moved goal
+makes one is left out.
+
 Each example draws its format, task and moves from its own RNG (``seed`` and its index), so any example can be
 regenerated alone. The core imports no ML library.
 """
@@ -46,7 +50,7 @@ regenerated alone. The core imports no ML library.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,6 +197,19 @@ def corpus_record(
     Raises:
         LakeshiftError: the map record is invalid (names its id and field).
     """
+    return _example(map_record, index, seed, tasks, traces, walks_end_at_goal)[1]
+
+
+def _example(
+    map_record: Mapping[str, Any],
+    index: int,
+    seed: int,
+    tasks: Sequence[str],
+    traces: Sequence[str],
+    walks_end_at_goal: bool,
+) -> tuple[FrozenLakeMap, dict[str, Any]]:
+    """:func:`corpus_record` and the map its prompt shows (the map of ``map_record`` or, for a walk ended
+    at the goal, that map with its goal moved)."""
     rng = random.Random(f"lakeshift-pretrain:{seed}:{index}")
     m = map_of(map_record)
     input_format = rng.choice(CORPUS_INPUTS)
@@ -207,7 +224,7 @@ def corpus_record(
     else:
         question, answer = (walk_example if task == "walk" else moves_example)(m, rng)
         user = formats.render(m, input_format) + "\n" + question
-    return {
+    return m, {
         "id": str(map_record.get("id", index)),
         "input_format": CORPUS_INPUT,
         "cot_format": CORPUS_COT,
@@ -228,10 +245,46 @@ def corpus_records(
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
     walks_end_at_goal: bool = False,
+    excluded: Collection[tuple[str, ...]] = frozenset(),
+    dropped: list[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The corpus of a list of maps, one example per map, in order."""
+    """The corpus of a list of maps, one example per map, in order, less the examples whose prompt shows a
+    map of ``excluded`` (gymnasium rows; a walk ended at the goal moves it, so a drawn map that is not
+    excluded can still show one that is): their ids are appended to ``dropped``."""
     for index, rec in enumerate(map_records):
-        yield corpus_record(rec, index, seed, tasks, traces, walks_end_at_goal)
+        shown, example = _example(rec, index, seed, tasks, traces, walks_end_at_goal)
+        if excluded and tuple(shown.rows) in excluded:
+            if dropped is not None:
+                dropped.append(example["id"])
+            continue
+        yield example
+
+
+def excluded_maps(paths: Sequence[str | Path]) -> tuple[frozenset[tuple[str, ...]], dict[str, str]]:
+    """The maps a corpus must not show (``corpus.exclude``): the gymnasium rows of every map in ``paths``
+    (each a ``maps.jsonl``, a split folder, or a ``lakeshift generate`` folder: all its splits), and the
+    sha256 of each file read, by path.
+
+    Raises:
+        LakeshiftError: a path that is not there or holds no ``maps.jsonl``; an invalid map file.
+    """
+    from lakeshift.io import file_sha256
+    from lakeshift.suites import load_maps
+
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_file():
+            files.append(path)
+        elif (path / "maps.jsonl").is_file():
+            files.append(path / "maps.jsonl")
+        elif path.is_dir() and sorted(path.glob("*/maps.jsonl")):
+            files.extend(sorted(path.glob("*/maps.jsonl")))
+        else:
+            raise LakeshiftError(
+                f"{path}: no maps.jsonl there (expected a maps file, a split or a data folder)"
+            )
+    rows = frozenset(tuple(rec["rows"]) for f in files for rec in load_maps(f))
+    return rows, {str(f): file_sha256(f) for f in files}
 
 
 def corpus_spec(counts: Mapping[int, int], hole_prob: float) -> SplitSpec:
@@ -248,21 +301,40 @@ def write_corpus(
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
     walks_end_at_goal: bool = False,
+    excluded: Collection[tuple[str, ...]] = frozenset(),
     progress: Callable[[int], None] | None = None,
-) -> Path:
+) -> dict[str, int]:
     """Generates the corpus maps and examples into ``data/pretrain/`` (``maps.jsonl`` and
-    ``sft/text__maptasks.jsonl``, the layout ``lakeshift train`` reads); returns the SFT file."""
-    maps, _ = generate_split(spec, seed, progress=progress)
+    ``sft/text__maptasks.jsonl``, the layout ``lakeshift train`` reads). No example shows a map of
+    ``excluded``: a drawn map that is one is drawn again, and an example whose moved goal makes one is
+    left out. Returns the counts: ``maps``, ``examples``, ``redrawn`` and ``dropped``."""
+    maps, stats = generate_split(spec, seed, forbidden=excluded, progress=progress)
     split_dir = data / spec.name
     write_jsonl(split_dir / "maps.jsonl", maps)
     sft = split_dir / "sft" / f"{CORPUS_INPUT}__{CORPUS_COT}.jsonl"
-    write_jsonl(sft, corpus_records(maps, seed, tasks, traces, walks_end_at_goal))
-    return sft
+    dropped: list[str] = []
+    examples = write_jsonl(
+        sft, corpus_records(maps, seed, tasks, traces, walks_end_at_goal, excluded, dropped)
+    )
+    return {
+        "maps": len(maps),
+        "examples": examples,
+        "redrawn": stats.duplicate_of_train,
+        "dropped": len(dropped),
+    }
 
 
 # ----- the config of a base model (``lakeshift pretrain CONFIG``) -------------------------------------------
 #: ``corpus:`` keys of a pretraining config.
-CORPUS_KEYS: tuple[str, ...] = ("maps", "hole_prob", "seed", "tasks", "traces", "walks_end_at_goal")
+CORPUS_KEYS: tuple[str, ...] = (
+    "maps",
+    "hole_prob",
+    "seed",
+    "tasks",
+    "traces",
+    "walks_end_at_goal",
+    "exclude",
+)
 #: ``train:`` keys of a pretraining config and the number rule of each (``model`` is a named size).
 TRAIN_KEYS: dict[str, str | None] = {
     "model": None,
@@ -295,17 +367,22 @@ class PretrainConfig:
     tasks: tuple[str, ...] = DEFAULT_TASKS
     traces: tuple[str, ...] = TRACE_COTS
     walks_end_at_goal: bool = False
+    #: Maps the corpus must not show (:func:`excluded_maps`): the test splits of the models it serves.
+    exclude: tuple[str, ...] = ()
 
     def corpus_key(self) -> dict[str, Any]:
-        """What the corpus depends on (a corpus on disk made from another key is stale)."""
+        """What the corpus depends on (a corpus on disk made from another key is stale); the excluded maps
+        enter by their files' sha256."""
         groups = [[g.size, g.count, g.hole_prob] for g in self.spec.groups]
         key = {"groups": groups, "seed": self.seed, "tasks": list(self.tasks), "inputs": list(CORPUS_INPUTS)}
-        if "trace" not in self.tasks:
-            return key
-        # a corpus made before walks_end_at_goal existed keeps its key
-        return {**key, "traces": list(self.traces)} | (
-            {"walks_end_at_goal": True} if self.walks_end_at_goal else {}
-        )
+        if "trace" in self.tasks:
+            key["traces"] = list(self.traces)
+            # a corpus made before walks_end_at_goal existed keeps its key
+            if self.walks_end_at_goal:
+                key["walks_end_at_goal"] = True
+        if self.exclude:
+            key["exclude_sha256"] = sorted(excluded_maps(self.exclude)[1].values())
+        return key
 
 
 def load_pretrain_config(path: str | Path) -> PretrainConfig:
@@ -339,6 +416,13 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     walks_end_at_goal = corpus.get("walks_end_at_goal", False)
     if not isinstance(walks_end_at_goal, bool):
         raise cfg.error("corpus.walks_end_at_goal", f"expected true or false, got {walks_end_at_goal!r}")
+    exclude = corpus.get("exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(p, str) and p for p in exclude):
+        raise cfg.error("corpus.exclude", f"expected a list of map files or data folders, got {exclude!r}")
+    try:
+        excluded_maps(exclude)
+    except LakeshiftError as err:
+        raise cfg.error("corpus.exclude", str(err)) from None
     hole_prob = cfg.check_number("corpus.hole_prob", corpus.get("hole_prob", 0.2), "probability")
     seed = cfg.check_number("corpus.seed", corpus.get("seed", 0), "seed")
     counts: dict[int, int] = {}
@@ -376,7 +460,7 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str) or not name:
         raise cfg.error("name", f"expected a name (a string), got {name!r}")
-    return PretrainConfig(name, spec, int(seed), options, tasks, traces, walks_end_at_goal)
+    return PretrainConfig(name, spec, int(seed), options, tasks, traces, walks_end_at_goal, tuple(exclude))
 
 
 def _names(cfg: Any, where: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:

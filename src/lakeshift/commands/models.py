@@ -83,6 +83,7 @@ def _pretrain(args: argparse.Namespace) -> int:
         CORPUS_COT,
         CORPUS_INPUT,
         CORPUS_SPLIT,
+        excluded_maps,
         load_pretrain_config,
         write_corpus,
     )
@@ -127,15 +128,23 @@ def _pretrain(args: argparse.Namespace) -> int:
             from tqdm.auto import tqdm
 
             with tqdm(total=n, unit="map", desc="corpus", file=sys.stderr, dynamic_ncols=True) as bar:
-                write_corpus(
+                counts = write_corpus(
                     data,
                     config.spec,
                     config.seed,
                     tasks=config.tasks,
                     traces=config.traces,
                     walks_end_at_goal=config.walks_end_at_goal,
+                    excluded=excluded_maps(config.exclude)[0],
                     progress=bar.update,
                 )
+            if config.exclude:
+                print(
+                    f"lakeshift pretrain: no example shows a map of {', '.join(config.exclude)} "
+                    f"({counts['redrawn']} drawn maps redrawn, {counts['dropped']} examples left out)",
+                    file=sys.stderr,
+                )
+            (data / "counts.json").write_text(dumps(counts) + "\n", encoding="utf-8")
             key_file.write_text(dumps(key) + "\n", encoding="utf-8")
         values = {
             **config.train,
