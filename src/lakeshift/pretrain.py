@@ -273,12 +273,13 @@ def excluded_maps(paths: Sequence[str | Path]) -> tuple[frozenset[tuple[str, ...
 
     files: list[Path] = []
     for path in map(Path, paths):
+        splits = sorted(path.glob("*/maps.jsonl")) if path.is_dir() else []
         if path.is_file():
             files.append(path)
         elif (path / "maps.jsonl").is_file():
             files.append(path / "maps.jsonl")
-        elif path.is_dir() and sorted(path.glob("*/maps.jsonl")):
-            files.extend(sorted(path.glob("*/maps.jsonl")))
+        elif splits:
+            files.extend(splits)
         else:
             raise LakeshiftError(
                 f"{path}: no maps.jsonl there (expected a maps file, a split or a data folder)"
