@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -70,12 +71,29 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
         ("configs/cpu-grid-pair.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
         ("configs/paper-protocol.yaml", {"generate": 1, "train": 14, "predict": 42, "report": 1}),
         ("configs/paper-protocol-table-cells.yaml", {"generate": 1, "train": 4, "predict": 12, "report": 1}),
+        ("configs/ood-strict.yaml", {"generate": 1, "train": 6, "predict": 30, "report": 1}),
         ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
     ],
 )
-def test_shipped_configs_plan(config: str, expected: dict[str, int], tmp_path: Path) -> None:
+def test_shipped_configs_plan(config: str, expected: dict[str, int], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(REPO)  # configs name files relative to the repository (configs/suite-ood.yaml)
     study = load_study(REPO / config, workdir=tmp_path)
     assert study.summary() == expected
+
+
+def test_the_wide_track_plans_once_its_base_is_pretrained(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    dry_run = ["run", "configs/ood-wide.yaml", "--dry-run", "--workdir", str(tmp_path / "w")]
+    assert main(dry_run) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ood-wide.yaml:18: train.model: --model ./runs/mini-cells" in err
+    base = tmp_path / "runs" / "mini-cells-trace-wide-base"
+    shutil.copytree(REPO / "src/lakeshift/checkpoints/mini-cells-trace-player-base", base / "model")
+    (base / "run.json").write_text("{}")
+    assert main(dry_run) == 0
+    study = load_study("configs/ood-wide.yaml", workdir=tmp_path / "w")
+    assert study.summary() == {"generate": 1, "train": 4, "predict": 20, "report": 1}
 
 
 def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:
@@ -151,6 +169,23 @@ def test_changing_one_model_replans_only_that_model(tmp_path: Path) -> None:
     b = {s.name: s.key for s in load_study(changed, tmp_path).stages}
     same = {name for name in a if a[name] == b[name]}
     assert same == {"data", "grid__none", "grid__none/id-test", "grid__none/ood-size"}
+
+
+def test_a_suite_file_names_the_splits_and_its_content_keys_the_data(tmp_path: Path, capsys) -> None:
+    splits = TINY_STUDY.split("data:\n")[1].split("  images:")[0]
+    suite = write(tmp_path, splits.replace("name: ood-size", "name: val-ood"), "suite.yaml")
+    study_text = TINY_STUDY.replace(splits, f"  suite: {suite}\n").replace("ood-size]", "val-ood]")
+    config = write(tmp_path, study_text)
+    study = load_study(config, tmp_path / "w")
+    assert {s.name for s in study.stages} >= {"grid__none/val-ood", "grid__grid/val-ood"}
+    before = {s.name: s.key for s in study.stages}
+    suite.write_text(suite.read_text().replace("count: 6", "count: 7"))
+    after = {s.name: s.key for s in load_study(config, tmp_path / "w").stages}
+    assert not any(before[name] == after[name] for name in before)
+    suite.unlink()
+    assert main(["run", str(config), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data.suite" in err and f"{suite}: no such suite file" in err
 
 
 def test_models_option_keeps_the_data_and_the_matching_models_and_names_a_pattern_that_matches_none(

@@ -5,7 +5,7 @@ A study config (see ``configs/*.yaml``)::
     name: cpu-study
     workdir: runs/cpu-study            # everything the study writes goes under here
     data:
-      suite: paper                     # a named suite, or `splits:` inline (the suite-file schema)
+      suite: paper                     # a named suite or a suite file, or `splits:` inline (its schema)
       seed: 0
       id_source: null                  # Mirage folder: import id-train / id-test instead of generating
       images: false                    # render PNGs (needed by image-input models)
@@ -456,20 +456,23 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
     _check_keys(cfg, dcfg, DATA_KEYS, "data")
     if ("suite" in dcfg) == ("splits" in dcfg):
         raise cfg.error(
-            "data", "give exactly one of 'suite' (a named suite) or 'splits' (inline split specs)"
+            "data", "give exactly one of 'suite' (a named suite or a suite file) or 'splits' (inline specs)"
         )
     data_dir = workdir / "data"
     suite_arg: str
     split_names: list[str]
     if "suite" in dcfg:
-        from lakeshift.suites import SUITES
+        from lakeshift.io import file_sha256
+        from lakeshift.suites import SUITES, load_suite
 
-        if dcfg["suite"] not in SUITES:
-            raise cfg.error("data.suite", f"unknown suite {dcfg['suite']!r} (known: {', '.join(SUITES)})")
         suite_arg = dcfg["suite"]
-        specs = list(SUITES[suite_arg]())
+        try:
+            specs = load_suite(suite_arg)
+        except LakeshiftError as err:
+            raise cfg.error("data.suite", str(err)) from None
         split_names = [s.name for s in specs]
-        suite_content: Any = suite_arg
+        # a suite file enters the key by its content, so editing it regenerates the data
+        suite_content: Any = suite_arg if suite_arg in SUITES else {"file_sha256": file_sha256(suite_arg)}
     else:
         from lakeshift.generate import SplitSpec
         from lakeshift.suites import check_suite
