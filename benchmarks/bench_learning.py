@@ -11,7 +11,10 @@ annealed with the clock), predicts greedily with ``lakeshift predict`` on id-tes
 and on ood-size / ood-dist (25 per size 7-10), and scores with ``lakeshift score``; with ``--validation``
 also on the validation splits ``val-id`` (50 per size 3-6) and ``val-ood`` (25 per size 7-10, d_inf >= 6),
 disjoint from the training and test maps: choose arms and settings on those. The data is one suite
-(``SUITE`` below: 40,000 training maps with id-train's distribution) generated once into ``OUT/data``.
+(``SUITE`` below: 40,000 training maps with id-train's distribution) generated once into ``OUT/data``. Its
+seed 0 is that of the ``configs/cpu-*.yaml`` studies, whose id-test and OOD maps begin with the bench's; the
+out-of-distribution studies (``configs/ood-*.yaml``, ``configs/suite-ood.yaml``) use seed 24, so nothing
+chosen here was chosen on their test maps.
 Results go to ``OUT/results.jsonl`` one line per arm as it finishes (rerunning skips finished arms, so an
 interrupted sweep resumes), with the load average before and after training; ``OUT/results.md`` is the
 table. Run one sweep at a time, on an otherwise idle machine: two training jobs on 2 cores slow each
