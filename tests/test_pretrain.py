@@ -152,6 +152,20 @@ def test_every_trace_format_is_drawn_and_old_configs_keep_their_corpus() -> None
     ]
 
 
+def test_a_trace_format_with_a_max_size_is_written_only_up_to_it() -> None:
+    limits = {"grid": 4, "table+desc": 3}
+    for rows in (
+        ["SFF", "FHF", "FFG"],
+        ["SFFF", "FHFH", "FFFH", "HFFG"],
+        ["SFFFF"] + ["FFFFF"] * 3 + ["FFFFG"],
+    ):
+        rec = {"id": "m", "rows": rows}
+        drawn = {corpus_record(rec, i, 1, ("trace",), trace_max_size=limits)["trace"] for i in range(300)}
+        assert drawn == {c for c in pretrain.TRACE_COTS if len(rows) <= limits.get(c, 30)}
+    unlimited = [corpus_record(rec, i, 1, ("trace",)) for i in range(50)]
+    assert [corpus_record(rec, i, 1, ("trace",), trace_max_size={"grid": 5}) for i in range(50)] == unlimited
+
+
 @pytest.mark.parametrize("walks_end_at_goal", [False, True])
 def test_an_excluded_map_is_never_shown(tmp_path: Path, walks_end_at_goal: bool) -> None:
     from lakeshift.generate import generate_split
@@ -245,6 +259,18 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
             ":2: corpus.walks_end_at_goal: expected true or false",
         ),
         (GOOD.replace("max_steps: 2", "cell_grids: all"), ":6: train.cell_grids: expected one of first"),
+        (
+            GOOD.replace("seed: 2", "traces: [desc]\n  trace_max_size: {grid: 3}"),
+            ":3: corpus.trace_max_size.grid: not a trace of this corpus (desc)",
+        ),
+        (
+            GOOD.replace("seed: 2", "tasks: [trace]\n  traces: [grid]\n  trace_max_size: {grid: 3}"),
+            "corpus.trace_max_size: maps of size 4 get no trace format (largest 3)",
+        ),
+        (
+            GOOD.replace("seed: 2", "tasks: [trace]\n  trace_max_size: {grid: 0}"),
+            "corpus.trace_max_size.grid: must be an integer >= 1",
+        ),
         (
             GOOD.replace("seed: 2", "exclude: [no/such/data]"),
             ":2: corpus.exclude: no/such/data: no maps.jsonl",

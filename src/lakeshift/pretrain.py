@@ -39,6 +39,10 @@ goal chosen by a search, no test map (its maps come from their own split and see
       user:      <map>
       assistant: Grid:\n.  G  .\nP  X  .\n.  .  X\n...\n\boxed{UP, ...}
 
+A config's ``corpus.trace_max_size`` (e.g. ``{grid: 12}``) writes a CoT format only for maps up to that size;
+larger maps draw among the other formats (a redrawn grid or table grows with the square of the size: a
+walk's grid trace on a 30x30 map is 86,000 characters).
+
 A config's ``corpus.exclude`` names maps no example may show (:func:`excluded_maps`, e.g. the test splits of
 the models the base will serve): a drawn map that is one is drawn again, and an example whose moved goal
 makes one is left out.
@@ -51,7 +55,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -189,15 +193,17 @@ def corpus_record(
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
     walks_end_at_goal: bool = False,
+    *,
+    trace_max_size: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Corpus example ``index``: the map of ``map_record`` in a random text format with a random task of
-    ``tasks`` (a ``trace`` in a random CoT format of ``traces``, its walk ended at a moved goal with
-    ``walks_end_at_goal``).
+    ``tasks`` (a ``trace`` in a random CoT format of ``traces``, less those whose ``trace_max_size`` the map
+    exceeds, its walk ended at a moved goal with ``walks_end_at_goal``).
 
     Raises:
         LakeshiftError: the map record is invalid (names its id and field).
     """
-    return _example(map_record, index, seed, tasks, traces, walks_end_at_goal)[1]
+    return _example(map_record, index, seed, tasks, traces, walks_end_at_goal, trace_max_size or {})[1]
 
 
 def _example(
@@ -207,6 +213,7 @@ def _example(
     tasks: Sequence[str],
     traces: Sequence[str],
     walks_end_at_goal: bool,
+    trace_max_size: Mapping[str, int],
 ) -> tuple[FrozenLakeMap, dict[str, Any]]:
     """:func:`corpus_record` and the map its prompt shows (the map of ``map_record`` or, for a walk ended
     at the goal, that map with its goal moved)."""
@@ -216,8 +223,13 @@ def _example(
     task = rng.choice(tasks)
     trace: dict[str, str] = {}
     if task == "trace":
+        fitting = [c for c in traces if m.size <= trace_max_size.get(c, m.size)]
+        if not fitting:
+            raise LakeshiftError(
+                f"map {map_record.get('id', index)}: no trace format is written at size {m.size}"
+            )
         m, question, answer, cot = trace_example(
-            m, rng, rng.choice(traces), walks_end_at_goal=walks_end_at_goal
+            m, rng, rng.choice(fitting), walks_end_at_goal=walks_end_at_goal
         )
         user = formats.render(m, input_format) + question
         trace = {"trace": cot}
@@ -247,12 +259,14 @@ def corpus_records(
     walks_end_at_goal: bool = False,
     excluded: Collection[tuple[str, ...]] = frozenset(),
     dropped: list[str] | None = None,
+    *,
+    trace_max_size: Mapping[str, int] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The corpus of a list of maps, one example per map, in order, less the examples whose prompt shows a
     map of ``excluded`` (gymnasium rows; a walk ended at the goal moves it, so a drawn map that is not
     excluded can still show one that is): their ids are appended to ``dropped``."""
     for index, rec in enumerate(map_records):
-        shown, example = _example(rec, index, seed, tasks, traces, walks_end_at_goal)
+        shown, example = _example(rec, index, seed, tasks, traces, walks_end_at_goal, trace_max_size or {})
         if excluded and tuple(shown.rows) in excluded:
             if dropped is not None:
                 dropped.append(example["id"])
@@ -302,6 +316,7 @@ def write_corpus(
     tasks: Sequence[str] = DEFAULT_TASKS,
     traces: Sequence[str] = TRACE_COTS,
     walks_end_at_goal: bool = False,
+    trace_max_size: Mapping[str, int] | None = None,
     excluded: Collection[tuple[str, ...]] = frozenset(),
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
@@ -315,7 +330,10 @@ def write_corpus(
     sft = split_dir / "sft" / f"{CORPUS_INPUT}__{CORPUS_COT}.jsonl"
     dropped: list[str] = []
     examples = write_jsonl(
-        sft, corpus_records(maps, seed, tasks, traces, walks_end_at_goal, excluded, dropped)
+        sft,
+        corpus_records(
+            maps, seed, tasks, traces, walks_end_at_goal, excluded, dropped, trace_max_size=trace_max_size
+        ),
     )
     return {
         "maps": len(maps),
@@ -334,6 +352,7 @@ CORPUS_KEYS: tuple[str, ...] = (
     "tasks",
     "traces",
     "walks_end_at_goal",
+    "trace_max_size",
     "exclude",
 )
 #: ``train:`` keys of a pretraining config and the number rule of each (``model`` is a named size).
@@ -368,6 +387,8 @@ class PretrainConfig:
     tasks: tuple[str, ...] = DEFAULT_TASKS
     traces: tuple[str, ...] = TRACE_COTS
     walks_end_at_goal: bool = False
+    #: The largest map size each CoT format is written for (formats not named: every size).
+    trace_max_size: Mapping[str, int] = field(default_factory=dict)
     #: Maps the corpus must not show (:func:`excluded_maps`): the test splits of the models it serves.
     exclude: tuple[str, ...] = ()
 
@@ -381,6 +402,8 @@ class PretrainConfig:
             # a corpus made before walks_end_at_goal existed keeps its key
             if self.walks_end_at_goal:
                 key["walks_end_at_goal"] = True
+            if self.trace_max_size:
+                key["trace_max_size"] = dict(sorted(self.trace_max_size.items()))
         if self.exclude:
             key["exclude_sha256"] = sorted(excluded_maps(self.exclude)[1].values())
         return key
@@ -435,6 +458,13 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
             raise cfg.error(where, f"map sizes go up to {MAX_MAP_SIZE} (the cells the tokenizer writes)")
         counts[int(size)] = int(cfg.check_number(where, count, "positive_int"))
     spec = corpus_spec(counts, float(hole_prob))
+    trace_max_size = _trace_max_size(cfg, corpus.get("trace_max_size", {}), traces)
+    if "trace" in tasks:
+        largest = max((trace_max_size.get(c, MAX_MAP_SIZE) for c in traces), default=0)
+        if max(counts) > largest:
+            raise cfg.error(
+                "corpus.trace_max_size", f"maps of size {max(counts)} get no trace format (largest {largest})"
+            )
     for size, group in zip(sorted(counts), spec.groups, strict=True):
         try:
             validate_group(group, f"size {size}")
@@ -461,7 +491,25 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str) or not name:
         raise cfg.error("name", f"expected a name (a string), got {name!r}")
-    return PretrainConfig(name, spec, int(seed), options, tasks, traces, walks_end_at_goal, tuple(exclude))
+    return PretrainConfig(
+        name, spec, int(seed), options, tasks, traces, walks_end_at_goal, trace_max_size, tuple(exclude)
+    )
+
+
+def _trace_max_size(cfg: Any, value: Any, traces: Sequence[str]) -> dict[str, int]:
+    """A config's ``corpus.trace_max_size``: trace formats of the corpus mapped to map sizes."""
+    if not isinstance(value, dict):
+        raise cfg.error(
+            "corpus.trace_max_size", f"expected a mapping of CoT format to map size, got {value!r}"
+        )
+    for cot in value:
+        if cot not in traces:
+            raise cfg.error(
+                f"corpus.trace_max_size.{cot}", f"not a trace of this corpus ({', '.join(traces)})"
+            )
+    return {
+        c: int(cfg.check_number(f"corpus.trace_max_size.{c}", n, "positive_int")) for c, n in value.items()
+    }
 
 
 def _names(cfg: Any, where: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:

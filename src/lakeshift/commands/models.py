@@ -135,6 +135,7 @@ def _pretrain(args: argparse.Namespace) -> int:
                     tasks=config.tasks,
                     traces=config.traces,
                     walks_end_at_goal=config.walks_end_at_goal,
+                    trace_max_size=config.trace_max_size,
                     excluded=excluded_maps(config.exclude)[0],
                     progress=bar.update,
                 )
