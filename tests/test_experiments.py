@@ -188,6 +188,37 @@ def test_a_suite_file_names_the_splits_and_its_content_keys_the_data(tmp_path: P
     assert err.count("\n") == 1 and "data.suite" in err and f"{suite}: no such suite file" in err
 
 
+def test_a_predict_entry_samples_its_init_model_and_follows_its_training(tmp_path: Path, capsys) -> None:
+    sampling = "predict: {decoding: frozen_ood, samples: 4}"
+    entry = f"  - {{name: grid__none@k4, method: predict, init: grid__none, {sampling}}}\n"
+    text = TINY_STUDY.replace("report:", entry + "report:")
+    study = load_study(write(tmp_path, text), tmp_path / "w")
+    stages = {s.name: s for s in study.stages}
+    assert "grid__none@k4" not in stages  # no training of its own
+    argv = stages["grid__none@k4/id-test"].argv
+    assert argv[argv.index("--model") + 1] == str(tmp_path / "w" / "models" / "grid__none")
+    assert argv[argv.index("--samples") + 1] == "4" and argv[argv.index("--decoding") + 1] == "frozen_ood"
+    retrained = text.replace("{input: grid, cot: none}", "{input: grid, cot: none, train: {epochs: 2}}")
+    again = {s.name: s.key for s in load_study(write(tmp_path, retrained, "b.yaml"), tmp_path / "w").stages}
+    assert again["grid__none@k4/id-test"] != stages["grid__none@k4/id-test"].key
+    for bad, message in (
+        (entry.replace("name: grid__none@k4, ", ""), "method: predict needs a 'name' of its own"),
+        (
+            entry.replace("init: grid__none", "init: grid__none, train: {epochs: 2}"),
+            "method: predict trains nothing",
+        ),
+        (
+            entry.replace("init: grid__none", "init: grid__nope"),
+            "'grid__nope' is not an earlier trained model",
+        ),
+    ):
+        assert (
+            main(["run", str(write(tmp_path, TINY_STUDY.replace("report:", bad + "report:"))), "--dry-run"])
+            == 2
+        )
+        assert message in capsys.readouterr().err
+
+
 def test_models_option_keeps_the_data_and_the_matching_models_and_names_a_pattern_that_matches_none(
     tmp_path: Path, capsys
 ) -> None:

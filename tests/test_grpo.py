@@ -341,12 +341,12 @@ def test_a_study_chains_sft_then_grpo(tmp_path):
         ("{method: grpo, init: grid__grid}", "'grid__grid' is not an earlier trained model entry"),
         ("{method: grpo}", "method: grpo needs 'init'"),
         ("{method: ppo, init: grid__none}", "unknown method 'ppo'"),
-        ("{input: grid, cot: none, init: grid__none}", "'init' is for method: grpo"),
+        ("{input: grid, cot: none, init: grid__none}", "'init' is for method: grpo or predict"),
         ("{method: grpo, init: grid__none, cot: grid}", "differs from its init 'grid__none'"),
         ("{method: grpo, init: grid__none, train: {reward: succes}}", "unknown reward 'succes'"),
         ("{method: grpo, init: grid__none, train: {num_generations: 1}}", "at least 2 completions"),
         ("{method: grpo, init: grid__none, train: {preset: paper}}", "unknown key 'preset'"),
-        ("{method: grpo, init: grid__none, model: micro}", "starts from its 'init' entry's model"),
+        ("{method: grpo, init: grid__none, model: micro}", "uses its 'init' entry's model"),
     ],
 )
 def test_bad_grpo_entries_name_key_and_line(tmp_path, entry, message):

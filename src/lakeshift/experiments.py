@@ -19,6 +19,7 @@ A study config (see ``configs/*.yaml``)::
       - {input: grid, cot: none}
       - {input: grid, cot: grid+desc, train: {epochs: 5}}
       - {name: gpt-4o, input: image, cot: none, zero_shot: true, backend: openai, model: gpt-4o}
+      - {name: grid__none@k8, method: predict, init: grid__none, predict: {decoding: frozen_ood, samples: 8}}
     report: {baselines: true}
     train_jobs: 1                      # SFT training stages run at once (see below)
 
@@ -106,6 +107,8 @@ PREDICT_KEYS = {
     "temperature": (int, float), "base_url": str, "api_key_env": str, "concurrency": int, "prompt": str,
     "decoding": str, "samples": int,
 }  # fmt: skip
+#: How a model entry gets its model: fine-tuned (sft), GRPO from an earlier entry, or that entry's as it is.
+METHODS = ("sft", "grpo", "predict")
 MODEL_KEYS = {
     "name": str, "input": str, "cot": str, "zero_shot": bool, "model": str, "backend": str, "base_url": str,
     "train": dict, "predict": dict, "method": str, "init": str,
@@ -244,7 +247,7 @@ class Study:
     def only(self, patterns: Sequence[str]) -> Study:
         """The study cut to the model entries whose names match one of ``patterns`` (shell globs such as
         ``grid__*``): its data stage and their training and prediction stages, without the report (which
-        covers every model). A GRPO entry needs its ``init`` among them or already trained.
+        covers every model). A GRPO or predict entry needs its ``init`` among them or already trained.
 
         Raises:
             LakeshiftError: a pattern that matches no model entry.
@@ -333,30 +336,42 @@ def _options_to_argv(options: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def _grpo_init(
+def _init_of(
     cfg: SourcedConfig, entry: Mapping[str, Any], where: str, trained: Mapping[str, dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """The init model of a ``method: grpo`` entry (``None`` for SFT and zero-shot entries).
+    """The init model of a ``method: grpo`` entry (GRPO starts from it) or a ``method: predict`` entry (it
+    predicts with it, under the entry's own ``predict`` options); ``None`` for SFT and zero-shot entries.
 
     Raises:
-        LakeshiftError: an unknown method, ``init`` without ``method: grpo`` (or the reverse), an init that
-            is not an earlier trained entry, formats that differ from the init's, or a ``model`` key.
+        LakeshiftError: an unknown method, ``init`` without such a method (or the reverse), an init that
+            is not an earlier trained entry, formats that differ from the init's, a ``model`` key, or a
+            ``train`` key or no ``name`` for ``method: predict``.
     """
     method = entry.get("method", "sft")
-    if method not in ("sft", "grpo"):
-        raise cfg.error(f"{where}.method", f"unknown method {method!r} (known: sft, grpo)")
+    if method not in METHODS:
+        raise cfg.error(f"{where}.method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
     if method == "sft":
         if "init" in entry:
-            raise cfg.error(f"{where}.init", "'init' is for method: grpo (the model GRPO starts from)")
+            raise cfg.error(
+                f"{where}.init", "'init' is for method: grpo or predict (the model they start from)"
+            )
         return None
     if entry.get("zero_shot"):
         raise cfg.error(
-            f"{where}.method", "a zero-shot model is not trained: method grpo needs a trained init"
+            f"{where}.method", f"a zero-shot model is not trained: method {method} needs a trained init"
         )
     if not entry.get("init"):
-        raise cfg.error(where, "method: grpo needs 'init': the name of an earlier model entry to start from")
+        raise cfg.error(
+            where, f"method: {method} needs 'init': the name of an earlier model entry to start from"
+        )
     if "model" in entry:
-        raise cfg.error(f"{where}.model", "method: grpo starts from its 'init' entry's model, not 'model'")
+        raise cfg.error(f"{where}.model", f"method: {method} uses its 'init' entry's model, not 'model'")
+    if method == "predict" and "train" in entry:
+        raise cfg.error(
+            f"{where}.train", "method: predict trains nothing (it predicts with its init's model)"
+        )
+    if method == "predict" and not entry.get("name"):
+        raise cfg.error(where, "method: predict needs a 'name' of its own (its predictions' folder)")
     name = entry["init"]
     if name not in trained:
         known = ", ".join(trained) or "none"
@@ -368,8 +383,8 @@ def _grpo_init(
         if key in entry and entry[key] != init[field_name]:
             raise cfg.error(
                 f"{where}.{key}",
-                f"{entry[key]!r} differs from its init {name!r} ({init[field_name]!r}); GRPO continues "
-                "the format the model writes",
+                f"{entry[key]!r} differs from its init {name!r} ({init[field_name]!r}); the model "
+                "writes the format it was trained on",
             )
     return init
 
@@ -548,8 +563,9 @@ def _plan_model(
     if not isinstance(entry, Mapping):
         raise cfg.error(where, "expected a mapping with at least 'input' and 'cot'")
     _check_keys(cfg, entry, MODEL_KEYS, where)
-    init = _grpo_init(cfg, entry, where, trained)
-    if init is not None:  # a GRPO entry continues its init's formats
+    init = _init_of(cfg, entry, where, trained)
+    predict_only = entry.get("method") == "predict"
+    if init is not None:  # a GRPO or predict entry continues its init's formats
         entry = {"input": init["input"], "cot": init["cot"], **entry}
     _check_formats_of(cfg, entry, where, plan)
     zero_shot = bool(entry.get("zero_shot", False))
@@ -568,8 +584,8 @@ def _plan_model(
             f"{where}.name", f"model name {mname!r} is used twice; give each model a distinct name"
         )
     seen_names.add(mname)
-    tcfg = _train_config(cfg, entry, where, init, train_defaults)
-    if not zero_shot and tcfg.get("split", "id-train") not in plan.split_names:
+    tcfg = {} if predict_only else _train_config(cfg, entry, where, init, train_defaults)
+    if not zero_shot and not predict_only and tcfg.get("split", "id-train") not in plan.split_names:
         raise cfg.error(
             f"{where}.train.split",
             f"training split {tcfg.get('split', 'id-train')!r} is not in the data (has {plan.split_names})",
@@ -589,6 +605,8 @@ def _plan_model(
             raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
         model_ref, model_key = entry["model"], _hash({"zero_shot": entry["model"], "backend": backend})
         stages = []
+    elif predict_only and init is not None:  # the init's predictions are redone when it is retrained
+        model_ref, model_key, stages = str(init["run_dir"]), init["key"], []
     else:
         if init is None:
             _check_sft_model(cfg, entry, where, tcfg, plan, pcfg.get("splits") or ["id-test"])
