@@ -71,7 +71,7 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
         ("configs/cpu-grid-pair.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
         ("configs/paper-protocol.yaml", {"generate": 1, "train": 14, "predict": 42, "report": 1}),
         ("configs/paper-protocol-table-cells.yaml", {"generate": 1, "train": 4, "predict": 12, "report": 1}),
-        ("configs/ood-strict.yaml", {"generate": 1, "train": 6, "predict": 40, "report": 1}),
+        ("configs/ood-strict.yaml", {"generate": 1, "train": 8, "predict": 50, "report": 1}),
         ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
     ],
 )
@@ -93,7 +93,7 @@ def test_the_wide_track_plans_once_its_base_is_pretrained(tmp_path: Path, monkey
     (base / "run.json").write_text("{}")
     assert main(dry_run) == 0
     study = load_study("configs/ood-wide.yaml", workdir=tmp_path / "w")
-    assert study.summary() == {"generate": 1, "train": 4, "predict": 30, "report": 1}
+    assert study.summary() == {"generate": 1, "train": 7, "predict": 45, "report": 1}
 
 
 def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:

@@ -221,13 +221,16 @@ def test_the_wide_base_reads_every_size_and_needs_the_ood_maps_it_excludes(tmp_p
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[1] / "configs")
-    with pytest.raises(LakeshiftError, match=r"corpus.exclude: runs/ood-data: no maps.jsonl there"):
+    with pytest.raises(LakeshiftError, match=r"corpus.exclude: runs/ood-data/val-id: no maps.jsonl there"):
         load_pretrain_config("configs/base-mini-cells-trace-wide.yaml")
+    splits = ("val-id", "val-ood", "id-test", "ood-size", "ood-dist")
     maps = generate_split(pretrain.corpus_spec({7: 2}, 0.1), seed=1)[0]
-    write_jsonl(tmp_path / "runs/ood-data/ood-dist/maps.jsonl", maps)
+    for split in splits:
+        write_jsonl(tmp_path / "runs/ood-data" / split / "maps.jsonl", maps)
     config = load_pretrain_config("configs/base-mini-cells-trace-wide.yaml")
     assert [g.size for g in config.spec.groups] == list(range(3, 31))
-    assert config.exclude == ("runs/ood-data",) and "exclude_sha256" in config.corpus_key()
+    assert config.exclude == tuple(f"runs/ood-data/{split}" for split in splits)
+    assert "exclude_sha256" in config.corpus_key()
 
 
 def _config(tmp_path: Path, text: str) -> Path:
