@@ -605,7 +605,7 @@ def _plan_model(
             raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
         model_ref, model_key = entry["model"], _hash({"zero_shot": entry["model"], "backend": backend})
         stages = []
-    elif predict_only and init is not None:  # the init's predictions are redone when it is retrained
+    elif predict_only and init is not None:  # its predictions are redone when the init is retrained
         model_ref, model_key, stages = str(init["run_dir"]), init["key"], []
     else:
         if init is None:
