@@ -250,6 +250,7 @@ TRAIN_TOKENS_PER_S: dict[str, float] = {
     "mini-cells-base": 6000.0,
     "mini-cells-trace-base": 6000.0,
     "mini-cells-trace-player-base": 5300.0,  # grid / none, 10 epochs of 1,000 maps, 2026-12-03
+    "mini-cells-trace-wide-base": 5300.0,  # the player base's rate (the same model), 2026-12-03
 }
 #: Measured: batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding
 #: steps per second; bench_predict.py). A batch lasts as long as its longest answer.

@@ -55,6 +55,7 @@ BASE_MODELS: dict[str, str] = {
     "mini-cells-base": "configs/base-mini-cells.yaml",
     "mini-cells-trace-base": "configs/base-mini-cells-trace.yaml",
     "mini-cells-trace-player-base": "configs/base-mini-cells-trace-player.yaml",
+    "mini-cells-trace-wide-base": "configs/base-mini-cells-trace-wide.yaml",
 }
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
