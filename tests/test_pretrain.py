@@ -321,7 +321,12 @@ def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path, capsys) -> None:
 #: The maps a shipped base's corpus excludes (``corpus.exclude``): the `lakeshift generate` that makes them.
 EXCLUDED_MAPS = {
     "mini-cells-trace-wide-base": [
-        *("--suite", "configs/suite-ood.yaml", "--seed", "24", "--out", "runs/ood-data"),
+        "--suite",
+        "configs/suite-ood.yaml",
+        "--seed",
+        "24",
+        "--out",
+        "runs/ood-data",
     ],
 }
 
