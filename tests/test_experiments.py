@@ -70,7 +70,7 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
         ("configs/cpu-grid-pair.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
         ("configs/paper-protocol.yaml", {"generate": 1, "train": 14, "predict": 42, "report": 1}),
         ("configs/paper-protocol-table-cells.yaml", {"generate": 1, "train": 4, "predict": 12, "report": 1}),
-        ("configs/ood-strict.yaml", {"generate": 1, "train": 8, "predict": 50, "report": 1}),
+        ("configs/ood-strict.yaml", {"generate": 1, "train": 9, "predict": 55, "report": 1}),
         ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
     ],
 )
@@ -85,10 +85,13 @@ def test_the_wide_track_plans_from_its_shipped_base(tmp_path: Path, monkeypatch)
     (tmp_path / "configs").symlink_to(REPO / "configs")
     assert main(["run", "configs/ood-wide.yaml", "--dry-run", "--workdir", str(tmp_path / "w")]) == 0
     study = load_study("configs/ood-wide.yaml", workdir=tmp_path / "w")
-    assert study.summary() == {"generate": 1, "train": 7, "predict": 45, "report": 1}
+    assert study.summary() == {"generate": 1, "train": 8, "predict": 50, "report": 1}
     for s in study.stages:
-        if s.kind == "train":
+        if s.kind == "train" and "--method" not in s.argv:  # GRPO starts from its SFT entry's run
             assert s.argv[s.argv.index("--model") + 1] == "mini-cells-trace-wide-base"
+    grpo = [s for s in study.stages if "--method" in s.argv]
+    assert [s.name for s in grpo] == ["grid__none@wide15-aug+grpo"]
+    assert grpo[0].argv[grpo[0].argv.index("--model") + 1].endswith("models/grid__none@wide15-aug")
 
 
 def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:
