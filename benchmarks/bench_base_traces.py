@@ -3,7 +3,8 @@
     python benchmarks/bench_base_traces.py --model mini-cells-trace-base mini-cells-base --per-size 25
 
 For every trace format of the pretraining corpus (:data:`lakeshift.pretrain.TRACE_COTS`) it builds held-out
-``trace`` examples (the corpus's own code, maps of sizes 3-6 from a split and seed no corpus uses) and
+``trace`` examples (the corpus's own code, maps of sizes 3-6 from a split and seed no corpus uses;
+``--sizes 7 8 9 10`` asks whether a base writes traces on maps larger than the fine-tuning maps) and
 reports, per model and format, the share of answer tokens the model predicts right (argmax) given the true
 tokens before them, and the share of examples with every answer token right; then the same share for the
 cells of the grids a trace draws (``cell_acc``, grid and grid+desc traces: copying the map, moving the
@@ -32,10 +33,12 @@ HELD_OUT_SPLIT = "held-out-walks"  # a split name no corpus draws from: its own 
 HELD_OUT_SEED = 7
 
 
-def examples(per_size: int, cot: str, walks_end_at_goal: bool = False) -> list[dict]:
+def examples(
+    per_size: int, cot: str, walks_end_at_goal: bool = False, sizes: tuple[int, ...] = (3, 4, 5, 6)
+) -> list[dict]:
     spec = SplitSpec(
         name=HELD_OUT_SPLIT,
-        groups=tuple(Group(size=n, count=per_size, hole_prob=0.2) for n in (3, 4, 5, 6)),
+        groups=tuple(Group(size=n, count=per_size, hole_prob=0.2) for n in sizes),
         train=True,
     )
     maps, _ = generate_split(spec, HELD_OUT_SEED)
@@ -122,7 +125,10 @@ def accuracy(model_name: str, cot: str, records: list[dict], batch: int) -> dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", nargs="+", required=True, help="models (names or folders) to compare")
-    parser.add_argument("--per-size", type=int, default=25, help="held-out maps per size 3-6 and format")
+    parser.add_argument("--per-size", type=int, default=25, help="held-out maps per size and format")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[3, 4, 5, 6], help="map sizes of the held-out walks"
+    )
     parser.add_argument("--traces", nargs="*", default=list(TRACE_COTS))
     parser.add_argument("--out", type=Path, help="JSONL file for the rows")
     parser.add_argument(
@@ -133,7 +139,7 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     for cot in args.traces:
-        records = examples(args.per_size, cot, args.walks_end_at_goal)
+        records = examples(args.per_size, cot, args.walks_end_at_goal, tuple(args.sizes))
         for name in args.model:
             began = time.time()
             row = accuracy(name, cot, records, batch=16)

@@ -80,6 +80,30 @@ def test_shipped_configs_plan(config: str, expected: dict[str, int], tmp_path: P
     assert study.summary() == expected
 
 
+def test_the_compose_arm_plans_once_its_base_is_built_and_shares_the_strict_tracks_data(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from lakeshift.models.registry import build_named
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    assert main(["run", "configs/ood-strict-compose.yaml", "--dry-run"]) != 0
+    assert "ood-strict-compose.yaml:18: train.model: --model ./runs/mini-cells-compose-base" in (
+        capsys.readouterr().err
+    )
+    base = tmp_path / "runs/mini-cells-compose-base"
+    model, tokenizer = build_named("micro", ["Grid:\nP  .  G\nPlan: \\boxed{RIGHT, RIGHT}"])
+    model.save_pretrained(base)  # any checkpoint stands in for the 30-minute base
+    tokenizer.save_pretrained(base)
+    compose = load_study("configs/ood-strict-compose.yaml", workdir=tmp_path / "w")
+    strict = load_study("configs/ood-strict.yaml", workdir=tmp_path / "w")
+    assert compose.summary() == {"generate": 1, "train": 1, "predict": 5, "report": 1}
+    assert compose.stages[0].key == strict.stages[0].key  # one data stage for both configs
+    train = compose.stages[1]
+    assert train.argv[train.argv.index("--model") + 1] == "./runs/mini-cells-compose-base"
+    assert train.argv[train.argv.index("--max-minutes") + 1] == "15"
+
+
 def test_the_wide_track_plans_from_its_shipped_base(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(REPO / "configs")
