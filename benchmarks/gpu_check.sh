@@ -38,7 +38,7 @@ if [ "$wheels" != "-" ]; then
     pip install --no-index --find-links "$wheels" -r "$work/specs.txt" | grep -v "^Requirement already satisfied" || true
 fi
 python - <<'EOF'
-import importlib, sys
+import importlib.util, sys
 missing = [m for m in ("torch", "transformers", "accelerate", "peft", "trl", "datasets", "gymnasium", "pygame")
            if importlib.util.find_spec(m) is None]
 if missing:

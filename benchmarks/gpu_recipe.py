@@ -20,7 +20,6 @@ import json
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -119,14 +118,15 @@ def train_steps(model: Any, processor: Any, data: Path, cot: str, steps: int, de
     from trl import SFTTrainer
 
     from lakeshift.models.data import load_sft
-    from lakeshift.models.registry import freeze_vision_tower
+    from lakeshift.models.registry import ModelSpec, freeze_vision_tower
     from lakeshift.models.train import TrainOptions, _rows, _sft_config, resolve_hparams
 
     cuda = device.startswith("cuda")
     sft = load_sft(data, "id-train", "image", cot, limit=steps)
     opts = TrainOptions(str(data), "image", cot, "qwen2.5-vl-7b-shaped", str(out), preset="paper")
     opts.max_steps, opts.gradient_checkpointing, opts.bf16, opts.logging_steps = steps, cuda, cuda, 1
-    hp = resolve_hparams(opts, types.SimpleNamespace(kind="hub"), cuda)
+    spec = ModelSpec("qwen2.5-vl-7b-shaped", "hub", None, vision=True, model_type=model.config.model_type)
+    hp = resolve_hparams(opts, spec, cuda)
     args = _sft_config(out, hp, len(sft.records), cuda)
     args.save_strategy = SaveStrategy.NO
     frozen = freeze_vision_tower(model)

@@ -836,3 +836,62 @@ def test_a_cells_model_refuses_maps_larger_than_its_positions(tmp_path: Path, ca
     preds = tmp_path / "p.jsonl"
     assert main(["predict", "--model", "mini-cells-base", *common, "--out", str(preds)]) == 2
     assert "31x31 maps" in capsys.readouterr().err and not preds.exists()
+
+
+@pytest.mark.parametrize("size", ["micro-cells", "mini-cells-compose"])
+def test_the_trainers_loss_and_token_accuracy_are_those_of_the_models_own_logits(
+    size: str, tmp_path: Path
+) -> None:
+    """trl's trainer scores labels with a fused head that reads the output weight, never the head's forward;
+    a composed model's coordinate logits are not that weight's, so its training loss and token accuracy
+    must still be those of the logits it generates with (a plain head keeps trl's fused kernel)."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from lakeshift.models.registry import build_named
+    from lakeshift.models.train import _trainer_class
+
+    torch.manual_seed(0)
+    model, tokenizer = build_named(size, [])
+    model.eval()  # no shifted offsets: both passes read the same cells
+    prompt = "Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:"
+    answer = "(1,1) (1,2) (2,2) (3,2) (3,3) \\boxed{RIGHT, DOWN}"
+    args = SFTConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True, bf16=False)
+    data = Dataset.from_list([{"prompt": prompt, "completion": answer}])
+    trainer = _trainer_class(None)(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    prompt_ids, answer_ids = tokenizer.encode(prompt), tokenizer.encode(answer)
+    ids = torch.tensor([prompt_ids + answer_ids])
+    labels = ids.clone()
+    labels[:, : len(prompt_ids)] = -100
+    with torch.no_grad():
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+        loss = trainer.compute_loss(trainer.model, inputs)
+        logits = model(ids).logits[0, :-1]
+    targets = labels[0, 1:]
+    scored = targets != -100
+    expected = torch.nn.functional.cross_entropy(logits[scored], targets[scored])
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
+    accuracy = (logits[scored].argmax(-1) == targets[scored]).float().mean().item()
+    assert trainer._metrics["eval"]["mean_token_accuracy"][-1] == pytest.approx(accuracy)
+
+
+def test_grpos_fused_log_probs_of_a_composed_model_are_its_tempered_logits() -> None:
+    """GRPO scores completions through the same fused head at its sampling temperature."""
+    import torch
+    from trl.trainer.utils import add_fused_lm_head
+
+    from lakeshift.models.train import exact_output_head
+
+    model, tokenizer = _composed_model()
+    model.eval()
+    add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    assert exact_output_head(model, 0.7)
+    ids = torch.tensor([tokenizer.encode("Grid:\nP  .\n.  G\nPlan:(1,1) (1,2) (2,2)")])
+    labels = ids.clone()
+    labels[:, :-6] = -100
+    with torch.no_grad():
+        out = model(input_ids=ids, labels=labels, fused_lm_head=True)
+        expected = torch.log_softmax(model(input_ids=ids).logits[:, :-1] / 0.7, -1)
+    expected = expected.gather(-1, ids[:, 1:, None])[..., 0].masked_fill(labels[:, 1:] == -100, 0)
+    assert torch.allclose(out.log_probs, expected, atol=1e-5)

@@ -342,6 +342,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         _write_run,
         already_finished,
         budget_trainer_class,
+        exact_output_head,
         lora_config,
         train_and_save,
     )
@@ -440,6 +441,9 @@ def train_grpo(opts: GrpoOptions) -> Path:
         processing_class=processing,
         peft_config=peft_config,
     )
+    for scored in (trainer.model, getattr(trainer, "ref_model", None)):
+        if scored is not None:
+            exact_output_head(scored, args.temperature)
     record["grpo_config"] = {k: getattr(args, k) for k in GRPO_CONFIG_KEYS if hasattr(args, k)}
     trainer.add_callback(_completions_callback(completions_log))
     shown = {"reward": "reward", "success_rate": "success", "completions/mean_length": "len"}
