@@ -29,13 +29,17 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_
 CPU_TOKENS_PER_S=${CPU_TOKENS_PER_S:-1120}
 t_start=$(date +%s)
 say() { echo "gpu_check [$(($(date +%s) - t_start)) s]: $*"; }
+# Some GPU images have only `python3` (a virtual environment's: a symbolic link to it named `python` loses the
+# environment, so call it, never link it).
+PYTHON_BIN=${PYTHON:-$(command -v python || command -v python3)}
+python() { "$PYTHON_BIN" "$@"; }
 
 # 0. Wheels.
 python benchmarks/gpu_wheels.py --specs >"$work/specs.txt"
 say "needs: $(tr '\n' ' ' <"$work/specs.txt")"
 if [ "$wheels" != "-" ]; then
     [ -d "$wheels" ] || { echo "gpu_check: $wheels: no such folder (make it with benchmarks/gpu_wheels.sh)" >&2; exit 2; }
-    pip install --no-index --find-links "$wheels" -r "$work/specs.txt" | grep -v "^Requirement already satisfied" || true
+    python -m pip install --no-index --find-links "$wheels" -r "$work/specs.txt" | grep -v "^Requirement already satisfied" || true
 fi
 python - <<'EOF'
 import importlib.util, sys
@@ -47,17 +51,21 @@ EOF
 if [ "$mode" = "--cpu-smoke" ]; then
     device=cpu; shape=tiny; gen=(--split id-train --train --sizes 3 4 --count 6); tiny=(--max-steps 8 --logging-steps 1); steps=3
 else
-    python -c "import torch, sys; torch.cuda.is_available() or sys.exit('gpu_check: no CUDA device (torch ' + torch.__version__ + ')')"
+    say "probing CUDA (at most 180 s)"
+    timeout 180 "$PYTHON_BIN" -c "import torch, sys; torch.cuda.is_available() or sys.exit('gpu_check: no CUDA device (torch ' + torch.__version__ + ')'); print('cuda:', torch.cuda.get_device_name(0))" \
+        || { echo "gpu_check: the CUDA probe failed or did not answer in 180 s" >&2; exit 1; }
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
     device=cuda; shape=7b; gen=(--suite paper); tiny=(--max-minutes 1 --logging-steps 10); steps=${STEPS:-8}
 fi
 python -c "import torch, transformers, trl, datasets, accelerate, peft; print('versions: torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__, 'datasets', datasets.__version__, 'accelerate', accelerate.__version__, 'peft', peft.__version__)"
 
 # 1. Data (the paper suite writes every split; id-train is what both checks read).
+say "generating data"
 python -m lakeshift.cli generate --out "$work/data" "${gen[@]}" --workers 8 --no-progress
 say "data ready"
 
 # 2. (a) The tiny model: real (non-pad) tokens per second from metrics.jsonl, after the first 5 logs (warm-up).
+say "training the tiny model"
 rm -rf "$work/tiny"
 python -m lakeshift.cli train --data "$work/data" --input grid --cot none --model tiny --prompt map-only \
     --out "$work/tiny" "${tiny[@]}" 2>"$work/tiny.log" || { tail -20 "$work/tiny.log"; exit 1; }
@@ -74,6 +82,7 @@ EOF
 say "tiny model done"
 
 # 3. (b) The 7B-shaped Qwen2.5-VL with the paper recipe.
+say "building the 7B-shaped model"
 python benchmarks/gpu_recipe.py --data "$work/data" --shape "$shape" --device "$device" --steps "$steps" \
     --out "$work/recipe" --json "$work/recipe.json" 2> >(grep -v "it/s\]" >&2)
 python - "$work" <<'EOF'
