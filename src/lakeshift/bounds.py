@@ -9,7 +9,7 @@ How the estimate works: the bytes of one map's SFT records, per (input, CoT) pai
 calibration maps (sizes 6 to 24, a hole lattice, start and goal in opposite corners, so the optimal path has
 the largest hole-free length ``2(n - 1)``) and extrapolated with a least-squares cubic in ``n`` (every format
 is at most cubic: a map per step). Peak memory is the largest chunk of records in flight per worker plus
-the map records themselves; time follows measured throughputs (2-core machine, 2026-12-01). It is an upper
+the map records themselves; time follows the throughputs of benchmarks/README.md (2 cores). It is an upper
 estimate of typical maps, good to a small factor, which is what refusing a hopeless run needs.
 """
 
@@ -239,9 +239,9 @@ def suite_sizes(specs: Sequence, imported_counts: dict[str, int] | None = None) 
 
 
 # ----- study time (lakeshift run --dry-run) -------------------------------------------------------------
-#: Measured on this 2-core machine (2026-12-01, fp32, structured tokenizer, batch 32, load 1-2): training
-#: tokens per second by ``--model`` (benchmarks/README.md, "Learning"; the progress bar's tok/s). Models
-#: without a measured rate get no estimate.
+#: Training tokens per second by ``--model`` on 2 CPU cores (fp32, structured tokenizer, batch 32;
+#: benchmarks/README.md, "Learning"; the progress bar's tok/s). Models without a measured rate get no
+#: estimate.
 TRAIN_TOKENS_PER_S: dict[str, float] = {
     "mini": 6000.0,
     "mini-cells": 6000.0,
@@ -249,8 +249,8 @@ TRAIN_TOKENS_PER_S: dict[str, float] = {
     "mini-cells-compose": 6000.0,
     "mini-cells-base": 6000.0,
     "mini-cells-trace-base": 6000.0,
-    "mini-cells-trace-player-base": 5300.0,  # grid / none, 10 epochs of 1,000 maps, 2026-12-03
-    "mini-cells-trace-wide-base": 5300.0,  # the player base's rate (the same model), 2026-12-03
+    "mini-cells-trace-player-base": 5300.0,  # grid / none, 10 epochs of 1,000 maps
+    "mini-cells-trace-wide-base": 5300.0,  # the player base's rate (the same model)
 }
 #: Measured: batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding
 #: steps per second; bench_predict.py). A batch lasts as long as its longest answer.

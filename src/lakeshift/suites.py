@@ -14,11 +14,12 @@ Layout of ``OUT/`` (field names are fixed; other tools read them)::
                                       variant, the others the "test" variant
     OUT/<split>/split.json            config, hash, counts and generation report (written last)
 
-The ``paper`` suite (issue 2): ``id-train`` (100/200/300/400 maps of sizes 3-6, holes with probability 0.2 as
-gymnasium's ``generate_random_map(p=0.8)``, start and goal uniform), ``id-test`` (100 per size, disjoint from
-id-train), ``ood-size`` (200 per size 7-10, hole probability 0.1), ``ood-dist`` (as ood-size with
-``d_inf >= 6``), ``embed10-train`` (each id-train map embedded in a random 10x10 map), ``embed10-test``
-(200 maps of 10x10 for each ``d_inf`` in 2..9). See :mod:`lakeshift.generate` for the distributions.
+The ``paper`` suite (the paper's section 4.1 and appendix A): ``id-train`` (100/200/300/400 maps of sizes 3-6,
+holes with probability 0.2 as gymnasium's ``generate_random_map(p=0.8)``, start and goal uniform), ``id-test``
+(100 per size, disjoint from id-train), ``ood-size`` (200 per size 7-10, hole probability 0.1), ``ood-dist``
+(as ood-size with ``d_inf >= 6``), ``embed10-train`` (each id-train map embedded in a random 10x10 map),
+``embed10-test`` (200 maps of 10x10 for each ``d_inf`` in 2..9). See :mod:`lakeshift.generate` for the
+distributions.
 
 Caching: each split has a hash of everything that determines its files (its spec, the seed, the generator
 and rules versions, the formats written, the hashes of the splits it depends on, the imported files).
@@ -88,7 +89,7 @@ SPLIT_FILE = "split.json"
 
 # ----- suites -----------------------------------------------------------------------------------------------
 def paper_suite() -> list[SplitSpec]:
-    """The paper's six splits (issue 2's table)."""
+    """The paper's six splits."""
     id_groups = ((3, 100), (4, 200), (5, 300), (6, 400))
     return [
         SplitSpec("id-train", tuple(Group(n, c, 0.2) for n, c in id_groups), train=True),

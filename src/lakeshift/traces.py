@@ -69,11 +69,8 @@ formats write them, no spaces inside):
   rotated or reflected search, so a plan that the ``U L R D`` search reaches keeps being read back under the 8
   symmetries (:mod:`lakeshift.augment`). When no order reaches the plan, the trace is the ``U L R D`` search
   and its read-back is A*'s own parent chain (each cell's parent: the expansion that gave it its g), an
-  optimal path too, which the answer then follows instead of the plan. Measured: with ``U L R D`` alone the
-  parent chain is the map's ``optimal_path`` (the ``direct`` tie-break) on 100% of 2000 id-train-like maps and
-  99.8% of 5000 maps of sizes 3-12 with hole probability 0.1-0.3; of the 33,284 records of 2000 such maps
-  augmented with ``paths=4,dihedral``, 94.8% get a trace that reads back their own path (77.6% with ``U L R
-  D`` only). ``split.json`` counts the others (``astar_answer_differs``).
+  optimal path too, which the answer then follows instead of the plan; this is rare (benchmarks/README.md,
+  "Notes on the numbers"), and ``split.json`` counts it (``astar_answer_differs``).
 
   The second version of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its
   text: this format is our own design, kept short (the small models' tokenizer has one token per character).

@@ -12,9 +12,8 @@
 Prompt (``--prompt``): ``mirage`` (default) keeps the SFT file's user message, i.e. Mirage's rule text with
 the map in it, as in the paper. ``map-only`` replaces the user message by just the map in the input format
 (``formats.render`` of the map from ``<split>/maps.jsonl``; for image input only the image block). The rule
-text is ~1,100-1,200 characters and identical in every example: with a character-level tokenizer it is 89%
-of the tokens of a ``grid x none`` example and 66% of a ``grid x grid+desc`` one on 3x3-6x6 maps, and a small
-from-scratch model cannot use it anyway. ``train`` records the choice in
+text is the same in every example and most of its tokens (benchmarks/README.md), and a small from-scratch
+model cannot use it anyway. ``train`` records the choice in
 ``run.json``; ``predict`` defaults to the run's choice and records it in every prediction row.
 
 Nothing here is imported by the core modules; torch and transformers load only inside functions that need

@@ -1,11 +1,9 @@
 r"""Row and column embeddings for map cells (position coupling), a named-size option: ``--model mini-cells``.
 
 A small model trained from scratch reads a grid badly: to know which cell of ``Grid:\nX  G  .\n.  P  .``
-is at row 2, column 2 it must count newlines and cells in a 1-D sequence. Measured (RESULTS.md, "Base
-models and cell embeddings"): after 40 minutes of pretraining on map reading, ``mini`` located the start
-cell of a grid on 7/15 maps; ``mini-cells`` after 30 minutes on 15/15, and fine-tuned for 5 minutes on
-grid / no CoT it solved 0.595 of the id-test maps (``mini`` from scratch: 0.09). Position coupling (Cho et
-al. 2024; ``notes/small-models.md``) gives every token that *is* a cell the embedding of its row and of its
+is at row 2, column 2 it must count newlines and cells in a 1-D sequence (RESULTS.md, "Base models and
+cell embeddings", measures what the embeddings below change). Position coupling (Cho et al. 2024) gives
+every token that *is* a cell the embedding of its row and of its
 column, added to its token embedding, so "the cell at (2,2)" and the coordinate token ``(2,2)`` share a
 vector and attention can match them directly:
 
@@ -48,33 +46,28 @@ vector and attention can match them directly:
 The rule is causal: a token's row and column depend only on it and the tokens before it, so generation
 (which has no later tokens) gives every token what training gave it.
 
-Why the walk: fine-tuned for 15 minutes on grid / no CoT, ``mini-cells-base`` without it lost every one of
-its 54 failed id-test maps by walking into a hole: it knew where the goal was but not which cell its
-answer had reached. With the walk, 5 minutes of the same fine-tuning solve 0.70 of the maps instead of
-0.595 (RESULTS.md, "Base models and cell embeddings").
+Why the walk: without it a model that knows where the goal is does not know which cell its answer has
+reached, and walks into holes (RESULTS.md, "Base models and cell embeddings").
 
-A move's cell depends on the moves before it: generation feeds each step's tokens to a :class:`CellWalker`
-per sequence, which gives them what the whole sequence's rule gives them in training. With ``cell_grids:
-first`` (the default, and the shipped base's) only the first grid of a sequence gets cell positions (with
-grid input, the prompt's map); with ``every`` (``mini-cells-shift``, ``mini-cells-compose``, or
-``lakeshift train --cell-grids every``) so does each map a grid CoT redraws, so that a redrawn cell shares
-the vector of the prompt's cell it copies (the study's grid-CoT models at 8 minutes redrew maps without
-their start and goal: RESULTS.md). With ``next`` every grid after the sequence's first is coupled to what
-it predicts instead: the header line before it gets (1, 1), each cell the row and column of the cell after
-it in its row (the row's last cell none), and each newline inside it the first cell of the next row, so the
-token that predicts cell (r, c) carries the vector of the first grid's cell (r, c) it copies (as a move of
-an answer carries the cell it reaches); its width and height are the first grid's. Answers walk from the
-first grid's start either way. Table input gets none without ``cell_tables``, and desc input none without
-``cell_player``. Rows and columns above the training sizes have untrained embeddings, like the coordinate
-tokens themselves: this helps reading maps, not size generalization by itself.
+A move's cell depends on the moves before it: generation feeds each step's tokens to a :class:`CellWalker` per
+sequence, which gives them what the whole sequence's rule gives them in training. With ``cell_grids: first``
+(the default, and the shipped base's) only the first grid of a sequence gets cell positions (with grid input,
+the prompt's map); with ``every`` (``mini-cells-shift``, ``mini-cells-compose``, or ``lakeshift train
+--cell-grids every``) so does each map a grid CoT redraws, so that a redrawn cell shares the vector of the
+prompt's cell it copies. With ``next`` every grid after the sequence's first is coupled to what it predicts
+instead: the header line before it gets (1, 1), each cell the row and column of the cell after it in its row
+(the row's last cell none), and each newline inside it the first cell of the next row, so the token that
+predicts cell (r, c) carries the vector of the first grid's cell (r, c) it copies (as a move of an answer
+carries the cell it reaches); its width and height are the first grid's. Answers walk from the first grid's
+start either way. Table input gets none without ``cell_tables``, and desc input none without ``cell_player``.
+Rows and columns above the training sizes have untrained embeddings, like the coordinate tokens themselves:
+this helps reading maps, not size generalization by itself.
 
 ``cell_shift`` (a config field, off by default; on in the named size ``mini-cells-shift``): in training,
 every row and column index of a sequence with a grid moves by one random offset (:func:`shifted`) so that
 small maps train every embedding up to row and column 30 as a relative position; at test time nothing
-moves. (A sequence without a grid keeps its indices: nothing in it would show the offset.)
-Measured: switched on only for fine-tuning a base pretrained without it, it hurts (5 minutes: 0.28 ID,
-0 ood-dist; RESULTS.md, "Out-of-distribution"), and so does a base pretrained with it from its first step
-(configs/base-mini-cells-shift.yaml, 30 minutes; fine-tuned 5 minutes: 0.265 ID, 0 ood-size, 0 ood-dist).
+moves. (A sequence without a grid keeps its indices: nothing in it would show the offset.) RESULTS.md,
+"Out-of-distribution", measures it.
 
 Composed coordinate tokens (config field ``cell_coord_base``, from ``cell_tables(compose=True)``; the
 named size ``mini-cells-compose``, which also shifts): a coordinate token ``(r,c)`` is not a vector of its
@@ -82,8 +75,8 @@ own but the shared vector of its spelling (the token ``(1,1)``, or `` (1,1)`` wi
 embeddings of row ``r`` and column ``c``, on the input side and in the tied output layer
 (:class:`ComposedHead` scores it against the same sum, moved with its sequence in a shifted pass). Text
 from 3x3-6x6 maps never contains ``(7,1)``..``(10,10)``: as separate tokens they stay untrained and a
-model never writes them (RESULTS.md, "Learning curve and recipe probes"); composed, they are made of the
-row and column embeddings that shifted training trains up to 30.
+model never writes them; composed, they are made of the row and column embeddings that shifted training
+trains up to 30.
 
 The model is Qwen2 with this embedding (``model_type`` ``lakeshift_cells``), registered with transformers'
 Auto classes by :func:`register` so checkpoints save and load like any other.

@@ -6,8 +6,7 @@ Prompts (``--prompt``, :data:`PROMPTS`):
   (the paper's setup).
 - ``map-only``: the user message becomes just the map in the record's input format, rendered with
   :func:`lakeshift.formats.render` from ``<split>/maps.jsonl`` (for image input: only the image block). The
-  rule text is ~1,100-1,200 characters, identical in every example: with a character-level tokenizer it is
-  89% of the tokens of a ``grid x none`` example (66% for ``grid x grid+desc``) on 3x3-6x6 maps, and a small
+  rule text is the same in every example and most of its tokens (benchmarks/README.md), and a small
   from-scratch model cannot use it anyway. The system message and the
   assistant turn are unchanged.
 """

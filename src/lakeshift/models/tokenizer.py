@@ -13,15 +13,15 @@ Two kinds (``--tokenizer``, :data:`TOKENIZERS`):
   maps has never *trained* their embeddings: that is the OOD vocabulary problem of small models). A piece
   outside the vocabulary falls back to its characters (BPE with ``ignore_merges`` and no merges), and every
   printable ASCII character is in the vocabulary, so only non-ASCII characters can become ``<unk>``: encode
-  with :func:`encode_checked` where a silent ``<unk>`` would reach a model. Measured (map-only prompt,
-  6x6): ``grid x none`` 2.6x fewer tokens than characters; lengths for every format in benchmarks/README.md.
+  with :func:`encode_checked` where a silent ``<unk>`` would reach a model. Lengths against ``char`` for
+  every format: benchmarks/README.md.
 - ``char``: one token per character (the printable ASCII set plus every other character seen in the data);
   never meets an unseen *word*, but spends 3 positions per grid cell and 4-7 per move.
 
 The chat template is ChatML (the Qwen format) with ``{% generation %}`` markers around the assistant content
 and its ``<|im_end|>``, so trl's ``assistant_only_loss`` masks the prompt and trains the end-of-turn token.
 
-Trap (see ``notes/cpu-ml-stack.md``): ``AutoTokenizer.from_pretrained`` on a folder that also holds a Qwen2
+Trap: ``AutoTokenizer.from_pretrained`` on a folder that also holds a Qwen2
 ``config.json`` returns a ``Qwen2Tokenizer`` that silently drops spaces and newlines. Always reload with
 :func:`load_tokenizer`, which reads the saved tokenizer class and never lets AutoTokenizer reinterpret a
 generic (``tokenizers``-backed) tokenizer.

@@ -12,22 +12,20 @@ The flow of :func:`train`, top to bottom:
 Presets (``--preset``):
 
 - ``scratch`` (default for lakeshift's small models: named sizes, shipped bases and their runs): lr 3e-3,
-  batch 32, warmup 3%, weight decay 0.01 (the best of the measured recipes, RESULTS.md), and the paper's
-  10 epochs (Table 8).
+  batch 32, warmup 3%, weight decay 0.01 (the recipe RESULTS.md chose among those it measured), and the
+  paper's 10 epochs (Table 8).
 - ``paper`` (default for checkpoints): Table 8 of the paper as printed: 10 epochs, per-device batch 1,
   gradient accumulation **1**, 10 warmup steps, lr 1e-5, weight decay 0.01, AdamW, bf16; plus gradient
   checkpointing on GPU (as the paper's code).
 - ``paper-code``: the same with gradient accumulation **2**, as the paper's published training script.
 
-CPU defaults (measured, see ``notes/cpu-ml-stack.md`` and RESULTS.md): bf16 autocast when the CPU has native
-bf16 and the model's hidden size is at least :data:`BF16_MIN_HIDDEN` (below it the casts cost more than they
-save: ``mini``, hidden 128, took 766 steps in 5 minutes with bf16 and 902 in fp32), no gradient
-checkpointing, length-grouped batches, no packing. Conversations are never truncated.
+CPU defaults (their measurements: benchmarks/README.md): bf16 autocast when the CPU has native bf16 and the
+model's hidden size is at least :data:`BF16_MIN_HIDDEN` (below it the casts cost more than they save), no
+gradient checkpointing, length-grouped batches, no packing. Conversations are never truncated.
 
 Prompt (``--prompt``, recorded in ``run.json`` and the default of ``lakeshift predict``): ``mirage`` trains on
 the SFT file's user message (the paper's setup); ``map-only`` on the map alone (see
-:mod:`lakeshift.models.data`): 9x fewer tokens for ``grid x none`` and 3x for ``grid x grid+desc`` on
-3x3-6x6 maps with the character tokenizer of the named sizes.
+:mod:`lakeshift.models.data`), a fraction of the tokens (benchmarks/README.md, "Notes on the numbers").
 """
 
 from __future__ import annotations
@@ -148,7 +146,7 @@ def default_bf16(spec: ModelSpec | None, cuda: bool) -> bool:
 
 
 def cpu_has_bf16() -> bool:
-    """True when the CPU computes bf16 natively (avx512_bf16 or AMX), where bf16 autocast is ~2x faster."""
+    """True when the CPU computes bf16 natively (avx512_bf16 or AMX), where bf16 autocast pays."""
     try:
         flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:
@@ -466,8 +464,7 @@ class _TimeBudget:
 
         The step at which a time budget ends is unknown in advance, so a schedule over planned steps would
         stop part-way down its slope; decaying with the clock anneals every run fully, whatever its speed
-        (measured: grid/none, tiny model, 20,000 maps, 15 minutes: 10/40 ID maps solved annealed, 0/40 with
-        a constant rate; see RESULTS.md)."""
+        (benchmarks/README.md, "Notes on the numbers", compares it with a constant rate)."""
         warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
         return warm * max(0.0, 1.0 - self.agreed_fraction())
 

@@ -7,8 +7,8 @@ come from the model's ``generation_config`` (transformers' defaults where it is 
 
 Text models generate with a static (preallocated) KV cache: the default dynamic cache grows by
 concatenation, copying the whole cache at every token, which dominates long CoT generations on CPU
-(measured: 20 prompts x 5,778 new tokens with the tiny model took 637 s dynamic, 199 s static; equal at
-1,500 tokens). A model that refuses a static cache falls back to the dynamic one.
+(benchmarks/README.md, "Notes on the numbers"). A model that refuses a static cache falls back to the
+dynamic one.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lakeshift.models.generation import Decoding, Emit, Generation, PromptItem, 
 from lakeshift.models.registry import check_modality, load_model, load_processing, resolve_model, tokenizer_of
 from lakeshift.models.tokenizer import IM_END, encode_checked
 
-# ~6x batch 1 on a 2-core CPU (measured); GPUs take far larger batches.
+# Batches of 32 decode several times faster than batch 1 on 2 CPU cores; GPUs take far larger ones.
 DEFAULT_BATCH_CPU = 32
 DEFAULT_BATCH_GPU = 128
 
