@@ -2,11 +2,11 @@
 # The GPU check: one short run (< 10 minutes on one GPU) on a machine WITHOUT internet that has torch (CUDA),
 # transformers, accelerate and peft, but not trl or datasets.
 #
-#   bash benchmarks/gpu_wheels.sh /tmp/wheels        # beforehand, on a machine with internet; copy the folder
+#   bash scripts/gpu_wheels.sh /tmp/wheels        # beforehand, on a machine with internet; copy the folder
 #   bash benchmarks/gpu_check.sh /tmp/wheels         # on the GPU machine, from the repository root
 #   bash benchmarks/gpu_check.sh - --cpu-smoke       # this machine: tiny shapes on the CPU, no install
 #
-# 0. installs what is missing from WHEELS_DIR (pip --no-index: the list is `python benchmarks/gpu_wheels.py
+# 0. installs what is missing from WHEELS_DIR (pip --no-index: the list is `python scripts/gpu_wheels.py
 #    --specs`: trl, datasets and their dependencies pyarrow, dill, xxhash, multiprocess, fsspec, pandas, ...;
 #    requirements already satisfied are left alone, torch is never touched); lakeshift runs from src/.
 # 1. generates the paper suite's id-train (1000 maps, images, every format);
@@ -35,10 +35,10 @@ PYTHON_BIN=${PYTHON:-$(command -v python || command -v python3)}
 python() { "$PYTHON_BIN" "$@"; }
 
 # 0. Wheels.
-python benchmarks/gpu_wheels.py --specs >"$work/specs.txt"
+python scripts/gpu_wheels.py --specs >"$work/specs.txt"
 say "needs: $(tr '\n' ' ' <"$work/specs.txt")"
 if [ "$wheels" != "-" ]; then
-    [ -d "$wheels" ] || { echo "gpu_check: $wheels: no such folder (make it with benchmarks/gpu_wheels.sh)" >&2; exit 2; }
+    [ -d "$wheels" ] || { echo "gpu_check: $wheels: no such folder (make it with scripts/gpu_wheels.sh)" >&2; exit 2; }
     python -m pip install --no-index --find-links "$wheels" -r "$work/specs.txt" | grep -v "^Requirement already satisfied" || true
 fi
 python - <<'EOF'

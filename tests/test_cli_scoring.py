@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -83,7 +84,10 @@ def test_bad_predictions_warn_or_fail_with_strict(
     assert "Traceback" not in err
 
 
-def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_report_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
     data = make_suite(tmp_path, per_size=3)
     runs = tmp_path / "runs"
     noisy_predictions(data, runs, "grid__grid+desc", 5, cot="grid+desc")
@@ -91,8 +95,14 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "rep"
     assert main(["report", str(runs), "--out", str(out), "--data", str(data), "--examples", "20"]) == 0
     printed = capsys.readouterr().out
-    assert "scored" in printed and "| Grid | Grid + Descr. | grid__grid+desc |" in printed
-    assert (out / "report.html").is_file() and (out / "table1.md").is_file()
+    assert "scored" in printed and (out / "report.html").is_file() and (out / "table1.md").is_file()
+    # The terminal gets a compact table that fits 80 columns; the wide tables stay in the files.
+    table = printed[printed.index("Accuracy per split") : printed.index("\nwrote ")].splitlines()[1:]
+    assert table and all(len(line) <= 80 for line in table) and "|" not in "".join(table)
+    by_split = {(r["model"], r["split"]): r for r in csv.DictReader((out / "by_split.csv").open())}
+    row = by_split[("grid__grid+desc", "id-test")]
+    expected = f"{float(row['acc']):.2f} ({float(row['lo']):.2f}-{float(row['hi']):.2f})"
+    assert any(line.startswith("grid__grid+desc ") and expected in line for line in table)
     # Without --data nor a 'maps' field the maps cannot be found: a clear error.
     assert main(["report", str(runs), "--out", str(tmp_path / "x")]) == 2
     assert "no 'maps' field and no --data" in capsys.readouterr().err

@@ -331,9 +331,9 @@ def test_deepspeed_configs_pass_deepspeeds_own_parser(
 
 
 def test_gpu_wheels_cover_what_the_offline_gpu_machine_lacks() -> None:
-    """The wheel list of benchmarks/gpu_wheels.sh: trl, datasets and their dependencies, never torch."""
+    """The wheel list of scripts/gpu_wheels.sh: trl, datasets and their dependencies, never torch."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "gpu_wheels.py")],
+        [sys.executable, str(REPO / "scripts" / "gpu_wheels.py")],
         capture_output=True,
         text=True,
         check=True,
@@ -341,8 +341,8 @@ def test_gpu_wheels_cover_what_the_offline_gpu_machine_lacks() -> None:
     names = {line.split("==")[0] for line in proc.stdout.split()}
     assert {"trl", "datasets", "pyarrow", "dill", "xxhash", "multiprocess", "fsspec", "pygame-ce"} <= names
     assert not {n for n in names if n == "torch" or n.startswith(("nvidia-", "triton"))}
-    for script in ("gpu_check.sh", "gpu_wheels.sh"):
-        subprocess.run(["bash", "-n", str(REPO / "benchmarks" / script)], check=True)
+    for script in ("benchmarks/gpu_check.sh", "scripts/gpu_wheels.sh"):
+        subprocess.run(["bash", "-n", str(REPO / script)], check=True)
 
 
 def test_python_runs_the_cli_module() -> None:

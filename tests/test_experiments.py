@@ -88,7 +88,7 @@ def test_the_compose_arm_plans_once_its_base_is_built_and_shares_the_strict_trac
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(REPO / "configs")
     assert main(["run", "configs/ood-strict-compose.yaml", "--dry-run"]) != 0
-    assert "ood-strict-compose.yaml:20: train.model: --model ./runs/mini-cells-compose-base" in (
+    assert "ood-strict-compose.yaml:18: train.model: --model ./runs/mini-cells-compose-base" in (
         capsys.readouterr().err
     )
     base = tmp_path / "runs/mini-cells-compose-base"

@@ -11,7 +11,7 @@ import pytest
 from test_scoring import make_maps, write_jsonl
 
 from lakeshift.env import FrozenLakeMap
-from lakeshift.report import RunInput, build_report
+from lakeshift.report import RunInput, build_report, terminal_summary
 
 SPLITS = {
     "id-test": ((3, 4, 5, 6), 0),
@@ -187,6 +187,33 @@ def test_verdict_table_partial_credit_equals_the_scored_records(report: tuple[Pa
         assert float(row["progress"]) == pytest.approx(sum(r["progress"] for r in scored) / n, abs=1e-4)
     oracle = rows[("baseline-oracle", "id-test")]
     assert float(oracle["first move"]) == 1.0 and float(oracle["progress"]) == 1.0
+
+
+def test_the_terminal_summary_puts_every_split_of_every_run_within_the_width(tmp_path: Path) -> None:
+    """Splits that do not fit go into further blocks, each with the model column; a run without a split
+    shows '-' there."""
+    splits = ["id-test", "ood-size", "ood-dist", "val-id", "val-ood"]
+    rows = [
+        {"model": model, "split": split, "n": 200, "acc": 0.5 + i / 100, "lo": 0.4, "hi": 0.6 + j / 100}
+        for i, model in enumerate(["baseline-greedy", "grid__coords@player30-maj8@frozen_ood"])
+        for j, split in enumerate(splits)
+        if (model, split) != ("baseline-greedy", "val-ood")
+    ]
+    with (tmp_path / "by_split.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for width, blocks in ((200, 1), (80, 3), (40, 5)):
+        lines = terminal_summary(tmp_path, width).splitlines()[1:]
+        headers = [line.split()[1:] for line in lines if line.startswith("model ")]
+        assert len(headers) == blocks and [s for h in headers for s in h] == splits
+        if width >= 80:
+            assert all(len(line) <= width for line in lines)
+        table = " ".join(lines)
+        assert "0.51 (0.40-0.64)" in table and "0.50 (0.40-0.60)" in table
+        greedy = [line.split()[1:] for line in lines if line.startswith("baseline-greedy ")]
+        assert greedy[-1][-1] == "-"
+    assert terminal_summary(tmp_path / "absent") == ""
 
 
 def test_no_runs_is_an_error(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ completion of a CoT format instead (:func:`lakeshift.traces.completion`).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from lakeshift.env import MOVES, FrozenLakeMap
@@ -89,7 +89,7 @@ def boxed(moves: Iterable[str]) -> str:
 
 
 def baseline_predictions(
-    maps: Iterable[Mapping[str, Any]],
+    maps: Iterable[Any],
     policy: str,
     *,
     seed: int = 0,

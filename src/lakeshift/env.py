@@ -361,7 +361,7 @@ def _path_priority(layers: list[int], start: int, w: int) -> list[str]:
 def _path_direct(layers: list[int], start: int, goal: int, w: int) -> list[str]:
     """The optimal path that prefers direct moves (towards the goal's row or column), then
     ``UP, LEFT, RIGHT, DOWN``; see the module docstring."""
-    moves = []
+    moves: list[str] = []
     append = moves.append
     pos = start
     wl, wr, w2 = w - 1, w + 1, 2 * w

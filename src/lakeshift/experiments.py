@@ -604,7 +604,7 @@ def _plan_model(
         if not entry.get("model"):
             raise cfg.error(where, "a zero-shot model needs 'model' (a checkpoint or API model name)")
         model_ref, model_key = entry["model"], _hash({"zero_shot": entry["model"], "backend": backend})
-        stages = []
+        stages: list[Stage] = []
     elif predict_only and init is not None:  # its predictions are redone when the init is retrained
         model_ref, model_key, stages = str(init["run_dir"]), init["key"], []
     else:
@@ -726,7 +726,7 @@ def _train_config(
     """The entry's training options over the study's defaults (a GRPO entry takes only split and seed)."""
     own = entry.get("train") or {}
     if init is not None:
-        tcfg = {k: train_defaults[k] for k in ("split", "seed") if k in train_defaults}
+        tcfg: dict[str, Any] = {k: train_defaults[k] for k in ("split", "seed") if k in train_defaults}
         tcfg.update(own)
         _check_keys(cfg, own, GRPO_TRAIN_KEYS, f"{where}.train")
         _check_grpo_train(cfg, own, entry["cot"], f"{where}.train")
@@ -955,10 +955,6 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         return 0
     report = study.workdir / "report"
     print(f"\nreport: {report / 'report.html'}", file=out)
-    # The report stage printed Table 1; the summary puts ID and both OOD splits side by side.
-    summary = report / "summary.md"
-    if summary.is_file():
-        print(summary.read_text(), file=sys.stdout)
     return 0
 
 
@@ -1018,7 +1014,8 @@ def _train_at_once(stages: list[Stage], jobs: int, out: TextIO) -> int:
                 with lock:
                     print(f"[{name}] {line.rstrip()}", file=out, flush=True)
 
-    pending, running, failed = list(stages), [], []
+    pending, failed = list(stages), []
+    running: list[Any] = []
     shown = time.time()
     try:
         while pending or running:

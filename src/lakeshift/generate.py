@@ -278,7 +278,7 @@ def map_rng(seed: int, split: str, index: int) -> random.Random:
     """
     rng = _Random.__new__(_Random)
     _c_seed(rng, int.from_bytes(hashlib.sha256(f"{seed}/{split}/{index}".encode()).digest(), "big"))
-    rng.gauss_next = None
+    rng.gauss_next = None  # type: ignore[attr-defined]  # random.Random's state, not in its stubs
     return rng
 
 
@@ -381,7 +381,7 @@ def _draw_random(
             # bytearray, not a bitboard: setting one bit of an n*n-bit integer copies it (O(n^4) per map).
             taken = bytearray(nn)
             taken[s] = taken[t] = 1
-            holes = []
+            holes: list[int] = []
             while len(holes) < k:
                 c = int(rnd() * nn)
                 if not taken[c]:

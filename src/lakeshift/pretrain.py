@@ -105,7 +105,8 @@ def safe_walk(m: FrozenLakeMap, rng: random.Random) -> tuple[list[tuple[int, int
     """A random walk over safe cells from the start: its cells (start first) and moves. It never leaves the
     map or enters a hole, turns back only at a dead end, and stops after a random number of moves
     (1 to twice the size) or where it reaches the goal."""
-    pos, cells, moves = m.start, [m.start], []
+    pos, cells = m.start, [m.start]
+    moves: list[str] = []
     for _ in range(_walk_length(rng, m.size)):
         options = [(move, nxt) for move in DELTAS if (nxt := m.step(pos, move)) != pos and nxt not in m.holes]
         if not options:

@@ -659,7 +659,7 @@ def _reference_rows(
 
 
 def _draw(
-    ax: Any, pts: Sequence[tuple[float, float, Cell | None]], style: dict[str, Any], band: bool
+    ax: Any, pts: Sequence[tuple[float, float | None, Cell | None]], style: dict[str, Any], band: bool
 ) -> None:
     """One line; with ``band``, its Wilson band over the points with at least :data:`BAND_MIN_N` maps."""
     pts = [p for p in pts if p[2] is None or p[2].n >= POINT_MIN_N]
@@ -797,8 +797,9 @@ def fig_accuracy_vs_length(
         xs = sorted(test_hist)
         ax_h.bar([x + width / 2 for x in xs], [test_hist[x] / tot for x in xs], width, label="test maps")
     ax_h.set_ylabel("share of maps")
-    _legend_beside(ax_h, *ax_h.get_legend_handles_labels(), 1)
-    axes = []
+    handles, labels = ax_h.get_legend_handles_labels()
+    _legend_beside(ax_h, handles, labels, 1)
+    axes: list[Any] = []
     for row, inp in enumerate(inputs):
         ax = fig.add_subplot(grid[row + 1], sharex=ax_h, sharey=axes[0] if axes else None)
         axes.append(ax)
@@ -864,10 +865,10 @@ def fig_accuracy_vs_dinf(
                 _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
             if reference is not None and split == reference.embed_split:
                 for key in rrefs:
-                    pts = sorted(
+                    ref_pts = sorted(
                         (d, v, None) for (i, c, d), v in reference.acc_by_dinf.items() if (i, c) == key[1:]
                     )
-                    _draw(ax, pts, styles.style(key), False)
+                    _draw(ax, ref_pts, styles.style(key), False)
             ax.set_ylim(-0.02, 1.02)
             if row == 0:
                 ax.set_title(str(split), fontsize=9)
@@ -919,12 +920,12 @@ def fig_accuracy_vs_size(
                 _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
             if reference is not None:
                 for key in rrefs:
-                    pts = sorted(
+                    ref_pts = sorted(
                         (s, v, None)
                         for (i, c, sp, s), v in reference.acc_by_size.items()
                         if (i, c) == key[1:] and sp in splits
                     )
-                    _draw(ax, pts, styles.style(key), False)
+                    _draw(ax, ref_pts, styles.style(key), False)
             if "id-test" in splits:
                 ax.axvline(6.5, color="0.6", linewidth=0.8)
             ax.set_ylim(-0.02, 1.02)
@@ -1180,7 +1181,7 @@ def _scoring_jobs(
         jobs.append((run.name or run.path.stem, mp, maps_cache[mp], pf, run.defaults))
         policies = {(p.meta or {}).get("policy") for p in pf.predictions.values()}
         if len(policies) == 1 and None not in policies:  # a `lakeshift baseline` file
-            given.setdefault(mp, set()).update(policies)
+            given.setdefault(mp, set()).update(str(p) for p in policies)
         else:
             asked.setdefault(mp, {}).update(selected_maps(maps_cache[mp], pf))
     for mp, maps in maps_cache.items():
@@ -1391,7 +1392,39 @@ def fmt_summary(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def terminal_summary(report_dir: Path, width: int = 80) -> str:
+    """The table ``lakeshift report`` and ``lakeshift run``/``demo`` print: one row per run (its model
+    name), then per split the accuracy with its 95% Wilson interval, read from the report's
+    ``by_split.csv``. The split columns go in as many blocks (each repeating the model column) as ``width``
+    needs; the full tables stay in the report files. Empty when the report has no ``by_split.csv``."""
+    path = report_dir / "by_split.csv"
+    if not path.is_file():
+        return ""
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    cells: dict[str, dict[str, str]] = {}
+    for row in rows:
+        if row["n"] and int(row["n"]):
+            cells.setdefault(row["model"], {})[row["split"]] = (
+                f"{float(row['acc']):.2f} ({float(row['lo']):.2f}-{float(row['hi']):.2f})"
+            )
+    splits = sorted({split for by_split in cells.values() for split in by_split}, key=_split_order)
+    if not splits:
+        return ""
+    name_width = max(len("model"), *(len(m) for m in cells))
+    cell_width = max(len("0.00 (0.00-0.00)"), *(len(s) for s in splits))
+    per_block = max(1, (width - name_width) // (cell_width + 2))
+    lines = [f"Accuracy per split, 95% interval (the full tables: {report_dir / 'summary.md'}):"]
+    for start in range(0, len(splits), per_block):
+        block = splits[start : start + per_block]
+        lines.append("")
+        lines.append("model".ljust(name_width) + "".join(f"  {s:<{cell_width}}" for s in block).rstrip())
+        for model, by_split in cells.items():
+            values = "".join(f"  {by_split.get(s, '-'):<{cell_width}}" for s in block)
+            lines.append((model.ljust(name_width) + values).rstrip())
+    return "\n".join(lines)
+
+
 def iter_unique(items: Iterable[Any]) -> list[Any]:
     """Order-preserving de-duplication."""
-    seen: set = set()
-    return [x for x in items if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(items))

@@ -778,7 +778,7 @@ def _write_split(
                 )
                 for a in range(0, len(recs), chunk)
             ]
-            results: Iterable[list[str]] = (
+            results: Iterable[tuple[list[str], int]] = (
                 pool.imap(_render_chunk, jobs) if pool is not None else map(_render_chunk, jobs)
             )
             astar_differs = 0

@@ -359,6 +359,7 @@ def _traces(
                 blocks += (line, state)
             blocks.append(answer)
         else:
+            assert map_fmt is not None  # a CoT without a map is a path CoT, handled above
             blocks = [*states[map_fmt], answer]
         out[cot] = "\n".join(blocks)
     return out

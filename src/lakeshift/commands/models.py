@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -356,7 +357,7 @@ def _train(args: argparse.Namespace) -> int:
                 )
         options: Any = grpo_options(values)
         resolve_grpo(options)  # every bad input fails here, before the output folder is touched
-        train = train_grpo
+        run_training: Callable[[Any], Path] = train_grpo
     else:
         for key in GRPO_ONLY:
             if values.get(key) is not None:
@@ -364,6 +365,7 @@ def _train(args: argparse.Namespace) -> int:
                     f"--{key.replace('_', '-')} is a --method grpo option (this is --method sft)"
                 )
         options = options_from_dict({**values, "prompt": args.prompt or "mirage"})
+        run_training = train
     data = Path(args.data)
     split_dir = data / args.split
     check_output(
@@ -390,7 +392,7 @@ def _train(args: argparse.Namespace) -> int:
     # (the only one that writes there) holds the lock for them all.
     rank = int(os.environ.get("RANK", "0") or 0)
     with output_lock(args.out, "lakeshift train") if rank == 0 else contextlib.nullcontext():
-        final = train(options)
+        final = run_training(options)
     if rank == 0:
         print(f"lakeshift train: model saved to {final}", file=sys.stderr)
     return 0

@@ -17,6 +17,7 @@ The Figure 4 training histogram uses ``--train-maps`` or, with ``--data``, ``DAT
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,7 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
 def cmd_report(args: argparse.Namespace) -> int:
     from lakeshift import references
     from lakeshift.io import check_output
-    from lakeshift.report import build_report
+    from lakeshift.report import build_report, terminal_summary
 
     # An unknown --reference fails before any scoring.
     reference = references.load(args.reference) if args.reference else None
@@ -284,9 +285,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         reference=reference,
     )
     print(f"scored {result.n_records} records from {len(runs)} predictions files ({len(result.runs)} runs)")
-    table1 = args.out / "table1.md"
-    if table1.is_file():
-        print(table1.read_text(encoding="utf-8"))
+    print(terminal_summary(args.out, shutil.get_terminal_size().columns))
     print(f"wrote {len(result.files)} files to {args.out} (open {args.out / 'report.html'})")
     _print_warnings(result.warnings)
     return 0

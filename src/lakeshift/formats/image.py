@@ -126,8 +126,9 @@ def _tiles(cell: int) -> _Tiles:
         # The same default surface format as gymnasium's window surface, so blending is identical.
         surface = pygame.Surface((cell, cell))
         surface.blit(ice, (0, 0))
-        if overlays[kind] is not None:
-            surface.blit(overlays[kind], (0, 0))
+        overlay = overlays[kind]
+        if overlay is not None:
+            surface.blit(overlay, (0, 0))
         pygame.draw.rect(surface, _BORDER, (0, 0, cell, cell), 1)
         if elf is not None:
             surface.blit(elf, (0, 0))
@@ -161,6 +162,7 @@ def _compose(m: FrozenLakeMap, player: Cell | None, facing: str, crop: bool, kin
     n = m.size
     window, cell = frame_geometry(n)
     tiles = _tiles(cell)
+    frame: np.ndarray
     if kind == "rgb":
         source, frame = tiles.rgb, np.zeros((window, window, 3), dtype=np.uint8)
     else:
@@ -240,6 +242,6 @@ def render_rgb_gymnasium(m: FrozenLakeMap) -> np.ndarray:
     env = gym.make("FrozenLake-v1", desc=m.rows, is_slippery=False, render_mode="rgb_array")
     try:
         env.reset(seed=0)
-        return env.render()  # type: ignore[return-value]
+        return env.render()
     finally:
         env.close()

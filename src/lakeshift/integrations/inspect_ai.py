@@ -87,7 +87,7 @@ GENERATED_SUITES = ("paper", "tiny")
 try:  # inspect's CLI prints this kind of error as its message alone, without a traceback
     from inspect_ai._util.error import PrerequisiteError as _OneLine
 except ImportError:  # pragma: no cover - a future inspect without it: the error keeps its traceback
-    _OneLine = Exception  # type: ignore[misc,assignment]
+    _OneLine = Exception  # type: ignore[misc,assignment,unused-ignore]
 
 
 try:  # the generate config of the running eval: the task's, under inspect's own options (--seed)

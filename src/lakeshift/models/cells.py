@@ -84,7 +84,7 @@ Auto classes by :func:`register` so checkpoints save and load like any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,7 +228,7 @@ def check_sizes(model_type: str | None, sizes: Iterable[int], where: str) -> Non
         )
 
 
-def lookup_tables(fields: dict[str, Any]) -> dict[str, Any]:
+def lookup_tables(fields: Mapping[str, Any]) -> dict[str, Any]:
     """The :func:`cell_tables` fields (as a config stores them) in the form :func:`cell_positions` reads."""
     return {
         "coords": {int(k): tuple(v) for k, v in fields["cell_coords"].items()},
@@ -348,6 +348,7 @@ class _Walk:
                 return 0, 0
             self.stated = announced and not boxed
             dr, dc = moves[tok]
+            assert self.start is not None  # walking needs a start (above)
             r, c = self.start if boxed else self.here
             self.here = (min(max(r + dr, 1), self.height), min(max(c + dc, 1), self.width))
             return self.here
@@ -506,7 +507,7 @@ def register() -> tuple[type, type]:
     from torch import nn
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    def stacked(indices: list[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
+    def stacked(indices: Sequence[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
         """Per-sequence ``(rows, cols, flags)`` as three batch tensors."""
         return tuple(torch.tensor(list(column), device=device) for column in zip(*indices, strict=True))
 

@@ -128,13 +128,13 @@ def resolve_grpo(opts: GrpoOptions) -> tuple[GrpoOptions, ModelSpec, dict[str, A
     spec = check_init_model(opts.model)
     check_modality(spec, opts.input_format)
     init = run_record(opts.model)  # RUN/model and RUN/checkpoint-N are RUN's: its prompt and recipe
-    for key, flag, value in (
+    for key, flag, given in (
         ("input_format", "--input", opts.input_format),
         ("cot_format", "--cot", opts.cot_format),
     ):
-        if init.get(key) is not None and init[key] != value:
+        if init.get(key) is not None and init[key] != given:
             raise LakeshiftError(
-                f"{flag} {value}: the initial model {opts.model} was trained on {key} {init[key]!r} "
+                f"{flag} {given}: the initial model {opts.model} was trained on {key} {init[key]!r} "
                 "(GRPO continues the format the model writes)"
             )
     prompt = opts.prompt or init.get("prompt") or "mirage"

@@ -94,9 +94,9 @@ def _read_done(out: Path, expect: dict[str, Any], data: SftSet) -> set[str]:
     try:
         text = good.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = good.count(b"\n", 0, err.start) + 1
+        bad_line = good.count(b"\n", 0, err.start) + 1
         raise LakeshiftError(
-            f"{out}, line {line} (byte offset {err.start}): not UTF-8 text; not a predictions file?"
+            f"{out}, line {bad_line} (byte offset {err.start}): not UTF-8 text; not a predictions file?"
         ) from None
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -196,7 +196,7 @@ def predict(
         settings = preset_decoding(decoding, max_new_tokens)
     else:
         settings = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
-    base = {
+    base: dict[str, Any] = {
         "model": name or backend.model_id,
         "backend": backend.name,
         "input_format": input_format,

@@ -780,11 +780,11 @@ def budget_trainer_class(base: Any, budget: _TimeBudget) -> Any:
     """``base`` (a transformers ``Trainer`` class) whose learning rate decays with the budget's clock
     (:meth:`_TimeBudget.lr_factor`); used by SFT and GRPO runs."""
 
-    class TimeBudgetTrainer(base):  # type: ignore[misc, valid-type]
+    class TimeBudgetTrainer(base):
         def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
             from torch.optim.lr_scheduler import LambdaLR
 
-            if self.lr_scheduler is None:
+            if getattr(self, "lr_scheduler", None) is None:
                 warmup = self.args.get_warmup_steps(num_training_steps)
                 self.lr_scheduler = LambdaLR(
                     optimizer or self.optimizer, lambda step: budget.lr_factor(step, warmup)

@@ -1,6 +1,6 @@
 """Prints ``name==version`` for every wheel benchmarks/gpu_check.sh may need on an offline GPU machine: the
 dependency closure of :data:`ROOTS` in THIS environment (installed versions, markers evaluated here), minus
-torch and what only torch needs. Used by benchmarks/gpu_wheels.sh."""
+torch and what only torch needs. Used by scripts/gpu_wheels.sh."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Which maps of test splits also occur in a pretraining corpus (by id, and by layout: the same rows).
 
-    python benchmarks/corpus_overlap.py RUN/corpus/pretrain/maps.jsonl DATA/id-test DATA/ood-dist ...
+    python scripts/corpus_overlap.py RUN/corpus/pretrain/maps.jsonl DATA/id-test DATA/ood-dist ...
 
 A base model's corpus must hold no map of a test split. Ids never collide across splits (they carry the
 split's name); layouts can, for small maps: a 3x3 map has only a few thousand layouts. Prints, per split,

@@ -1,7 +1,7 @@
 """Copies a finished ``lakeshift pretrain`` run into the package as a shipped base model (maintainers only).
 
     lakeshift pretrain configs/base-mini.yaml --out runs/mini-base
-    python benchmarks/ship_base.py runs/mini-base mini-base
+    python scripts/ship_base.py runs/mini-base mini-base
 
 Writes ``src/lakeshift/checkpoints/NAME/``: the weights, config and tokenizer of ``RUN/model`` (what
 ``--model NAME`` loads) and ``base.json``, the provenance: the config's corpus key, the corpus file's

@@ -2,7 +2,7 @@
 # Downloads, on a machine with internet, the wheels benchmarks/gpu_check.sh installs on a GPU machine without
 # internet (one that has torch, transformers, accelerate and peft, but not trl or datasets).
 #
-#   bash benchmarks/gpu_wheels.sh OUT [PYTHON_VERSION]        # e.g. OUT=/tmp/wheels, PYTHON_VERSION=3.11
+#   bash scripts/gpu_wheels.sh OUT [PYTHON_VERSION]        # e.g. OUT=/tmp/wheels, PYTHON_VERSION=3.11
 #
 # The list is the dependency closure of what lakeshift's training needs besides torch (trl, datasets and
 # theirs: pyarrow, dill, xxhash, multiprocess, fsspec, pandas, aiohttp, ...; transformers, accelerate, peft

@@ -1,6 +1,6 @@
 """Learning curves of ``bench_learning.py`` results: accuracy against training minutes, one line per recipe.
 
-    python benchmarks/plot_learning.py OUT/results.jsonl [MORE.jsonl ...] --out curves.png
+    python scripts/plot_learning.py OUT/results.jsonl [MORE.jsonl ...] --out curves.png
 
 A recipe is every arm that differs only in its time budget (same format pair, model, training options and
 augmentation); its arms make one line, with 95% Wilson intervals, in one panel per split (id-test,

@@ -1,6 +1,6 @@
 """Training curves of run folders: loss (SFT) or reward, success rate and completion length (GRPO) per step.
 
-    python benchmarks/plot_training.py RUN [RUN ...] --out curves.png [--smooth 20]
+    python scripts/plot_training.py RUN [RUN ...] --out curves.png [--smooth 20]
 
 Reads each run's ``metrics.jsonl`` (one row per log event, written by ``lakeshift train``) and draws one
 panel per quantity the runs logged, a line per run, smoothed with a trailing mean over ``--smooth`` log
