@@ -213,6 +213,13 @@ def test_the_terminal_summary_puts_every_split_of_every_run_within_the_width(tmp
         assert "0.51 (0.40-0.64)" in table and "0.50 (0.40-0.60)" in table
         greedy = [line.split()[1:] for line in lines if line.startswith("baseline-greedy ")]
         assert greedy[-1][-1] == "-"
+    assert "maj@k" not in terminal_summary(tmp_path)
+    rows[0]["maj_at_k"] = 0.55  # a run with repeated samples: its first sample is what the table shows
+    with (tmp_path / "by_split.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert terminal_summary(tmp_path).endswith("first sample; pass@k and maj@k: summary.md.")
     assert terminal_summary(tmp_path / "absent") == ""
 
 

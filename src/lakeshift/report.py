@@ -1422,6 +1422,8 @@ def terminal_summary(report_dir: Path, width: int = 80) -> str:
         for model, by_split in cells.items():
             values = "".join(f"  {by_split.get(s, '-'):<{cell_width}}" for s in block)
             lines.append((model.ljust(name_width) + values).rstrip())
+    if any(row.get("maj_at_k") for row in rows):
+        lines += ["", "Runs with repeated samples show their first sample; pass@k and maj@k: summary.md."]
     return "\n".join(lines)
 
 
