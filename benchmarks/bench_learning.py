@@ -10,11 +10,11 @@ Each arm trains one model with ``lakeshift train`` under a time budget (``--max-
 annealed with the clock), predicts greedily with ``lakeshift predict`` on id-test (50 maps per size 3-6)
 and on ood-size / ood-dist (25 per size 7-10), and scores with ``lakeshift score``; with ``--validation``
 also on the validation splits ``val-id`` (50 per size 3-6) and ``val-ood`` (25 per size 7-10, d_inf >= 6),
-disjoint from the training and test maps: choose arms and settings on those. The data is one suite
-(``SUITE`` below: 40,000 training maps with id-train's distribution) generated once into ``OUT/data``. Its
-seed 0 is that of the ``configs/cpu-*.yaml`` studies, whose id-test and OOD maps begin with the bench's; the
-out-of-distribution studies (``configs/ood-*.yaml``, ``configs/suite-ood.yaml``) use seed 24, so nothing
-chosen here was chosen on their test maps.
+disjoint from the training and test maps: choose arms and settings on those. The data is one suite (``SUITE``
+below: 40,000 training maps with id-train's distribution) generated once into ``OUT/data``. Its seed 0 is that
+of the ``configs/studies/cpu-*.yaml`` studies, whose id-test and OOD maps begin with the bench's; the
+out-of-distribution studies (``configs/studies/ood-*.yaml``, ``configs/suites/suite-ood.yaml``) use seed 24,
+so nothing chosen here was chosen on their test maps.
 Results go to ``OUT/results.jsonl`` one line per arm as it finishes (rerunning skips finished arms, so an
 interrupted sweep resumes), with the load average before and after training; ``OUT/results.md`` is the
 table. Run one sweep at a time, on an otherwise idle machine: two training jobs on 2 cores slow each
@@ -115,11 +115,11 @@ def augment_slug(augment: str) -> str:
 
 #: Base models the bench pretrains itself (into OUT/bases/<name>) before an arm fine-tunes them.
 LOCAL_BASES = {
-    "mini-cells-shift-base": "configs/base-mini-cells-shift.yaml",
-    "mini-cells-compose-base": "configs/base-mini-cells-compose.yaml",
-    "mini-cells-trace-next-base": "configs/base-mini-cells-trace-next.yaml",
-    "mini-cells-trace-goal-base": "configs/base-mini-cells-trace-goal.yaml",
-    "mini-cells-trace-player-base": "configs/base-mini-cells-trace-player.yaml",
+    "mini-cells-shift-base": "configs/pretrain/base-mini-cells-shift.yaml",
+    "mini-cells-compose-base": "configs/pretrain/base-mini-cells-compose.yaml",
+    "mini-cells-trace-next-base": "configs/pretrain/base-mini-cells-trace-next.yaml",
+    "mini-cells-trace-goal-base": "configs/pretrain/base-mini-cells-trace-goal.yaml",
+    "mini-cells-trace-player-base": "configs/pretrain/base-mini-cells-trace-player.yaml",
 }
 # The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
@@ -138,7 +138,7 @@ ARMS = [
     arm("grid", "coords", "mini", 20, batch_size=32, lr=3e-3),
     arm("grid", "coords", "mini", 35, batch_size=32, lr=3e-3),
     *(arm(i, c, "mini", m, batch_size=32, lr=3e-3) for m in (5, 15, 45, 120) for i, c in CURVE_FORMATS),
-    # Fine-tuning the shipped base model (configs/base-mini.yaml: map reading and random walks, no plan).
+    # Fine-tuning the shipped base (configs/pretrain/base-mini.yaml: map reading, random walks, no plan).
     *(arm(i, c, "mini-base", 5, batch_size=32, lr=3e-3) for i, c in CURVE_FORMATS),
     *(arm(i, c, "mini-base", 5, batch_size=32, lr=1e-3) for i, c in CURVE_FORMATS),
     *(arm(i, c, "mini-cells-base", m, batch_size=32, lr=3e-3) for m in (5, 15, 45) for i, c in CURVE_FORMATS),
@@ -163,7 +163,7 @@ ARMS = [
     *(arm("grid", "none", "mini-cells-shift-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
     # ... and whose coordinate tokens are composed of trained row and column embeddings (the coords CoT).
     *(arm("grid", "coords", "mini-cells-compose-base", m, batch_size=32, lr=3e-3) for m in (5, 60)),
-    # The trace-fluent base (configs/base-mini-cells-trace.yaml): every CoT format, no CoT as the control.
+    # The trace-fluent base (configs/pretrain/base-mini-cells-trace.yaml): every CoT, no CoT as control.
     *(
         arm(i, c, "mini-cells-trace-base", m, batch_size=32, lr=3e-3)
         for m in (5, 15)

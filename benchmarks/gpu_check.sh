@@ -14,7 +14,7 @@
 #    number of benchmarks/README.md (the same command on the 2-core development machine);
 # 3. (b) a Qwen2.5-VL with Qwen2.5-VL-7B's published shape and random weights (no download), the paper recipe
 #    (batch 1, bf16, gradient checkpointing, AdamW lr 1e-5) for a few steps on real image records: seconds
-#    per step, peak memory, and the GPU-hours configs/paper-table1.yaml would take (benchmarks/gpu_recipe.py).
+#    per step, peak memory, and the GPU-hours configs/studies/paper-table1.yaml would take (benchmarks/gpu_recipe.py).
 # Results: $WORK/gpu_check.json and the printed summary (WORK defaults to /tmp/lakeshift-gpu-check).
 set -euo pipefail
 wheels=${1:?usage: gpu_check.sh WHEELS_DIR|- [--cpu-smoke]}

@@ -1,5 +1,5 @@
 """The paper's training recipe on a Qwen2.5-VL-7B-shaped model with random weights, a few steps: seconds per
-step, peak memory, and what ``configs/paper-table1.yaml`` would cost in GPU-hours. Run by
+step, peak memory, and what ``configs/studies/paper-table1.yaml`` would cost in GPU-hours. Run by
 ``benchmarks/gpu_check.sh``; ``--shape tiny --device cpu`` is its CPU smoke mode.
 
 No download: the weights are random and the tokenizer is lakeshift's own (the ``tiny-vl`` one, built from
@@ -46,7 +46,7 @@ SHAPES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "tiny": {"text": {}, "vision": {}},  # build_tiny_vl's own dims: the CPU smoke test
 }
-# configs/paper-table1.yaml: the 16 fine-tuned (input, cot) pairs; 10 epochs of the 1000 id-train maps each.
+# configs/studies/paper-table1.yaml: the 16 fine-tuned (input, cot) pairs, 10 epochs of 1000 id-train maps.
 TABLE1 = [("image", "none"), ("image", "desc")] + [
     (inp, cot)
     for inp, cots in (
@@ -224,7 +224,9 @@ def main() -> int:
         h = EPOCHS * MAPS * n / rate / 3600
         hours += h
         lines.append(f"  {inp:>5} x {cot:<10} {n:7.0f} tokens/map  {h:6.2f} GPU-h")
-    print(f"configs/paper-table1.yaml: 16 models x {EPOCHS} epochs x {MAPS} maps at {rate:.0f} tokens/s:")
+    print(
+        f"configs/studies/paper-table1.yaml: 16 models x {EPOCHS} epochs x {MAPS} maps at {rate:.0f} tok/s:"
+    )
     print("\n".join(lines))
     print(
         f"  total {hours:.1f} GPU-hours on this device (training only, batch 1, no data-parallel speed-up; "

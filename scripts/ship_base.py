@@ -1,6 +1,6 @@
 """Copies a finished ``lakeshift pretrain`` run into the package as a shipped base model (maintainers only).
 
-    lakeshift pretrain configs/base-mini.yaml --out runs/mini-base
+    lakeshift pretrain configs/pretrain/base-mini.yaml --out runs/mini-base
     python scripts/ship_base.py runs/mini-base mini-base
 
 Writes ``src/lakeshift/checkpoints/NAME/``: the weights, config and tokenizer of ``RUN/model`` (what

@@ -59,23 +59,26 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ("configs/paper-table1.yaml", {"generate": 1, "train": 16, "predict": 60, "report": 1}),
-        ("configs/paper-table3.yaml", {"generate": 1, "train": 12, "predict": 12, "report": 1}),
-        ("configs/zero-shot-api.yaml", {"generate": 1, "predict": 12, "report": 1}),
-        ("configs/cpu-study.yaml", {"generate": 1, "train": 12, "predict": 36, "report": 1}),
-        ("configs/cpu-study-epochs.yaml", {"generate": 1, "train": 12, "predict": 36, "report": 1}),
-        ("configs/cpu-study-embedded.yaml", {"generate": 1, "train": 4, "predict": 4, "report": 1}),
-        ("configs/cpu-grid-cot-every.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
-        ("configs/cpu-ood-moonshot.yaml", {"generate": 1, "train": 1, "predict": 3, "report": 1}),
-        ("configs/cpu-grid-pair.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
-        ("configs/paper-protocol.yaml", {"generate": 1, "train": 14, "predict": 42, "report": 1}),
-        ("configs/paper-protocol-table-cells.yaml", {"generate": 1, "train": 4, "predict": 12, "report": 1}),
-        ("configs/ood-strict.yaml", {"generate": 1, "train": 9, "predict": 55, "report": 1}),
+        ("configs/studies/paper-table1.yaml", {"generate": 1, "train": 16, "predict": 60, "report": 1}),
+        ("configs/studies/paper-table3.yaml", {"generate": 1, "train": 12, "predict": 12, "report": 1}),
+        ("configs/studies/zero-shot-api.yaml", {"generate": 1, "predict": 12, "report": 1}),
+        ("configs/studies/cpu-study.yaml", {"generate": 1, "train": 12, "predict": 36, "report": 1}),
+        ("configs/studies/cpu-study-epochs.yaml", {"generate": 1, "train": 12, "predict": 36, "report": 1}),
+        ("configs/studies/cpu-study-embedded.yaml", {"generate": 1, "train": 4, "predict": 4, "report": 1}),
+        ("configs/studies/cpu-grid-cot-every.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
+        ("configs/studies/cpu-ood-moonshot.yaml", {"generate": 1, "train": 1, "predict": 3, "report": 1}),
+        ("configs/studies/cpu-grid-pair.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
+        ("configs/studies/paper-protocol.yaml", {"generate": 1, "train": 14, "predict": 42, "report": 1}),
+        (
+            "configs/studies/paper-protocol-table-cells.yaml",
+            {"generate": 1, "train": 4, "predict": 12, "report": 1},
+        ),
+        ("configs/studies/ood-strict.yaml", {"generate": 1, "train": 9, "predict": 55, "report": 1}),
         ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
     ],
 )
 def test_shipped_configs_plan(config: str, expected: dict[str, int], tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.chdir(REPO)  # configs name files relative to the repository (configs/suite-ood.yaml)
+    monkeypatch.chdir(REPO)  # configs name files relative to the repository (configs/suites/suite-ood.yaml)
     study = load_study(REPO / config, workdir=tmp_path)
     assert study.summary() == expected
 
@@ -87,7 +90,7 @@ def test_the_compose_arm_plans_once_its_base_is_built_and_shares_the_strict_trac
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(REPO / "configs")
-    assert main(["run", "configs/ood-strict-compose.yaml", "--dry-run"]) != 0
+    assert main(["run", "configs/studies/ood-strict-compose.yaml", "--dry-run"]) != 0
     assert "ood-strict-compose.yaml:18: train.model: --model ./runs/mini-cells-compose-base" in (
         capsys.readouterr().err
     )
@@ -95,8 +98,8 @@ def test_the_compose_arm_plans_once_its_base_is_built_and_shares_the_strict_trac
     model, tokenizer = build_named("micro", ["Grid:\nP  .  G\nPlan: \\boxed{RIGHT, RIGHT}"])
     model.save_pretrained(base)  # any checkpoint stands in for the 30-minute base
     tokenizer.save_pretrained(base)
-    compose = load_study("configs/ood-strict-compose.yaml", workdir=tmp_path / "w")
-    strict = load_study("configs/ood-strict.yaml", workdir=tmp_path / "w")
+    compose = load_study("configs/studies/ood-strict-compose.yaml", workdir=tmp_path / "w")
+    strict = load_study("configs/studies/ood-strict.yaml", workdir=tmp_path / "w")
     assert compose.summary() == {"generate": 1, "train": 1, "predict": 5, "report": 1}
     assert compose.stages[0].key == strict.stages[0].key  # one data stage for both configs
     train = compose.stages[1]
@@ -107,8 +110,8 @@ def test_the_compose_arm_plans_once_its_base_is_built_and_shares_the_strict_trac
 def test_the_wide_track_plans_from_its_shipped_base(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(REPO / "configs")
-    assert main(["run", "configs/ood-wide.yaml", "--dry-run", "--workdir", str(tmp_path / "w")]) == 0
-    study = load_study("configs/ood-wide.yaml", workdir=tmp_path / "w")
+    assert main(["run", "configs/studies/ood-wide.yaml", "--dry-run", "--workdir", str(tmp_path / "w")]) == 0
+    study = load_study("configs/studies/ood-wide.yaml", workdir=tmp_path / "w")
     assert study.summary() == {"generate": 1, "train": 8, "predict": 50, "report": 1}
     for s in study.stages:
         if s.kind == "train" and "--method" not in s.argv:  # GRPO starts from its SFT entry's run
@@ -119,7 +122,7 @@ def test_the_wide_track_plans_from_its_shipped_base(tmp_path: Path, monkeypatch)
 
 
 def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:
-    study = load_study(REPO / "configs/paper-table1.yaml", workdir=tmp_path)
+    study = load_study(REPO / "configs/studies/paper-table1.yaml", workdir=tmp_path)
     trained = sorted(s.name for s in study.stages if s.kind == "train")
     assert len(trained) == 16
     assert "grid__grid+desc" in trained and "desc__table+desc" in trained and "image__desc" in trained

@@ -222,12 +222,12 @@ def test_the_wide_base_reads_every_size_and_needs_the_ood_maps_it_excludes(tmp_p
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[1] / "configs")
     with pytest.raises(LakeshiftError, match=r"corpus.exclude: runs/ood-data/val-id: no maps.jsonl there"):
-        load_pretrain_config("configs/base-mini-cells-trace-wide.yaml")
+        load_pretrain_config("configs/pretrain/base-mini-cells-trace-wide.yaml")
     splits = ("val-id", "val-ood", "id-test", "ood-size", "ood-dist")
     maps = generate_split(pretrain.corpus_spec({7: 2}, 0.1), seed=1)[0]
     for split in splits:
         write_jsonl(tmp_path / "runs/ood-data" / split / "maps.jsonl", maps)
-    config = load_pretrain_config("configs/base-mini-cells-trace-wide.yaml")
+    config = load_pretrain_config("configs/pretrain/base-mini-cells-trace-wide.yaml")
     assert [g.size for g in config.spec.groups] == list(range(3, 31))
     assert config.exclude == tuple(f"runs/ood-data/{split}" for split in splits)
     assert "exclude_sha256" in config.corpus_key()
@@ -322,7 +322,7 @@ def test_pretrain_then_fine_tune_from_the_run(tmp_path: Path, capsys) -> None:
 EXCLUDED_MAPS = {
     "mini-cells-trace-wide-base": [
         "--suite",
-        "configs/suite-ood.yaml",
+        "configs/suites/suite-ood.yaml",
         "--seed",
         "24",
         "--out",
@@ -377,6 +377,6 @@ def test_a_missing_base_checkpoint_says_how_to_rebuild_it(
     from lakeshift.models import registry
 
     monkeypatch.setattr(registry, "_CHECKPOINTS", tmp_path)
-    rebuild = r"lakeshift pretrain configs/base-mini-cells.yaml --out runs/mini-cells-base"
+    rebuild = r"lakeshift pretrain configs/pretrain/base-mini-cells.yaml --out runs/mini-cells-base"
     with pytest.raises(LakeshiftError, match=rebuild):
         registry.resolve_model("mini-cells-base")

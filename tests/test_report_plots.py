@@ -14,7 +14,7 @@ from test_scoring import make_maps, write_jsonl
 from lakeshift import analysis, report
 from lakeshift.references import load
 
-#: The CPU study's 12 pairings (configs/cpu-study.yaml), then 8 of them again as a second arm.
+#: The CPU study's 12 pairings (configs/studies/cpu-study.yaml), then 8 of them again as a second arm.
 PAIRINGS = [(i, c) for i in ("grid", "table", "desc") for c in ("none", "desc", "grid", "grid+desc")]
 SPLITS = {
     "id-test": ((3, 4, 5, 6), 0),

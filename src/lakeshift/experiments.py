@@ -1,6 +1,6 @@
 """Config-driven studies: one YAML file -> data, training runs, predictions, scores and a report.
 
-A study config (see ``configs/*.yaml``)::
+A study config (see ``configs/studies/*.yaml``)::
 
     name: cpu-study
     workdir: runs/cpu-study            # everything the study writes goes under here

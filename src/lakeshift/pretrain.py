@@ -411,7 +411,7 @@ class PretrainConfig:
 
 
 def load_pretrain_config(path: str | Path) -> PretrainConfig:
-    """Reads and validates a pretraining config (see ``configs/base-mini.yaml``).
+    """Reads and validates a pretraining config (see ``configs/pretrain/base-mini.yaml``).
 
     Numbers come back as numbers (YAML 1.1 reads ``lr: 1e-3`` as a string, which training could not use).
 

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Stages are cached by a hash of their inputs: rerunning redoes only what is missing or changed."
         ),
     )
-    p.add_argument("config", type=Path, help="study YAML (see configs/)")
+    p.add_argument("config", type=Path, help="study YAML (see configs/studies/)")
     p.add_argument(
         "--dry-run", action="store_true", help="print the plan and the stage commands, run nothing"
     )

@@ -67,10 +67,10 @@ def _register_pretrain(subparsers: Any) -> None:
             "Generates the corpus of CONFIG (maps of its own seed, each in a random text format with a "
             "random-walk or path-reading question; see lakeshift.pretrain) into OUT/corpus/ and trains a "
             "named size on it into OUT (a training run folder: fine-tune it with lakeshift train --model "
-            "OUT). configs/base-mini-cells.yaml rebuilds the shipped mini-cells-base."
+            "OUT). configs/pretrain/base-mini-cells.yaml rebuilds the shipped mini-cells-base."
         ),
     )
-    p.add_argument("config", help="pretraining YAML (e.g. configs/base-mini.yaml)")
+    p.add_argument("config", help="pretraining YAML (e.g. configs/pretrain/base-mini.yaml)")
     p.add_argument("--out", required=True, help="run folder")
     p.add_argument("--max-minutes", type=positive_float, help="override the config's train.max_minutes")
     p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")

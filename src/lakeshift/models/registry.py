@@ -52,10 +52,10 @@ COMPOSED_CELL_SIZES = frozenset({"mini-cells-compose"})
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
 BASE_MODELS: dict[str, str] = {
-    "mini-cells-base": "configs/base-mini-cells.yaml",
-    "mini-cells-trace-base": "configs/base-mini-cells-trace.yaml",
-    "mini-cells-trace-player-base": "configs/base-mini-cells-trace-player.yaml",
-    "mini-cells-trace-wide-base": "configs/base-mini-cells-trace-wide.yaml",
+    "mini-cells-base": "configs/pretrain/base-mini-cells.yaml",
+    "mini-cells-trace-base": "configs/pretrain/base-mini-cells-trace.yaml",
+    "mini-cells-trace-player-base": "configs/pretrain/base-mini-cells-trace-player.yaml",
+    "mini-cells-trace-wide-base": "configs/pretrain/base-mini-cells-trace-wide.yaml",
 }
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
