@@ -126,10 +126,10 @@ def test_frozen_ood_samples_are_recorded_and_scored_as_pass_and_majority(data, t
     for row in rows:
         by_sample = [score_output(maps[row["id"]], s["output"]) for s in row["samples"]]
         rec = scored[row["id"]]
-        assert rec["success"] == by_sample[0]["success"]
+        assert rec["success"] == by_sample[0].success
         assert rec["pass_at_k"] is True  # the reference is one of the samples
         # Three different plans tie: the first sample's plan wins.
-        assert rec["maj_at_k"] == by_sample[0]["success"]
+        assert rec["maj_at_k"] == by_sample[0].success
         assert rec["n_samples"] == 3 and rec["decoding"] == "frozen_ood"
     n_maj = sum(r["maj_at_k"] for r in scored.values())
     assert "decoding: frozen_ood" in printed

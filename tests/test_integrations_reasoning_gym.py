@@ -55,7 +55,7 @@ def test_create_dataset_gives_solvable_entries_in_the_chosen_format() -> None:
         m = map_from_record(rec)
         assert m.size == 7 + i % 4 and m.d_inf >= 6
         assert entry["question"] == prompts.user_prompt("test", formats.render(m, "table"))
-        assert score_output(scoring_map(rec), entry["answer"])["optimal"]
+        assert score_output(scoring_map(rec), entry["answer"]).optimal
         assert data.score_answer(entry["answer"], entry) == 1.0
         json.dumps(entry)  # entries are plain data, so they can be saved as JSON lines
 
@@ -142,7 +142,7 @@ def test_a_failure_never_earns_a_solution_reward() -> None:
     # S G H: RIGHT reaches the goal, the second RIGHT falls in; the scorer's progress is 1.0 (last safe cell).
     rec = {"id": "g", "rows": ["SGH", "FFF", "FFF"], "optimal_path": ["RIGHT"]}
     entry = {"metadata": {"map": rec, "partial_credit": True, "source_index": 0}}
-    assert score_output(scoring_map(rec), "\\boxed{RIGHT, RIGHT}")["progress"] == 1.0
+    assert score_output(scoring_map(rec), "\\boxed{RIGHT, RIGHT}").progress == 1.0
     score_fn = reasoning_gym.get_score_answer_fn(NAME)
     assert score_fn("\\boxed{RIGHT, RIGHT}", entry) == lakeshift_rg.FAILURE_CREDIT
     assert score_fn("\\boxed{RIGHT}", entry) == 1.0

@@ -32,13 +32,13 @@ def rewards_of(text: str, cot: str = "none") -> dict[str, float]:
 
 def test_optimal_success():
     r = rewards_of("\\boxed{RIGHT, RIGHT, DOWN, DOWN}")
-    assert score_output(SM, "\\boxed{RIGHT, RIGHT, DOWN, DOWN}")["verdict"] == "success"
+    assert score_output(SM, "\\boxed{RIGHT, RIGHT, DOWN, DOWN}").verdict == "success"
     assert r == {"success": 1.0, "format": 1.0, "progress": 1.0, "optimal": 1.0, "faithful": 0.0}
 
 
 def test_success_longer_than_optimal_is_not_optimal():
     text = "\\boxed{UP, RIGHT, RIGHT, DOWN, DOWN}"  # UP off the edge: a wasted move
-    assert score_output(SM, text)["verdict"] == "success"
+    assert score_output(SM, text).verdict == "success"
     r = rewards_of(text)
     assert r["success"] == 1.0 and r["optimal"] == 0.0 and r["progress"] == 1.0
 
@@ -46,23 +46,23 @@ def test_success_longer_than_optimal_is_not_optimal():
 def test_hole():
     text = "\\boxed{RIGHT, DOWN}"  # (0,1) -> (1,1), the hole
     scored = score_output(SM, text)
-    assert scored["verdict"] == "fell_in_hole"
+    assert scored.verdict == "fell_in_hole"
     r = rewards_of(text)
     assert r["success"] == 0.0 and r["format"] == 1.0 and r["optimal"] == 0.0
     # Partial credit at the last safe cell (0,1): distance 3 of 4 left.
-    assert r["progress"] == scored["progress"] == pytest.approx(0.25)
+    assert r["progress"] == scored.progress == pytest.approx(0.25)
 
 
 def test_no_box_and_unparseable():
     for text, verdict in (("RIGHT RIGHT DOWN DOWN", "no_answer"), ("\\boxed{go right}", "unparseable")):
-        assert score_output(SM, text)["verdict"] == verdict
+        assert score_output(SM, text).verdict == verdict
         assert rewards_of(text) == {"success": 0, "format": 0, "progress": 0, "optimal": 0, "faithful": 0}
 
 
 def test_moving_away_has_negative_progress():
     text = "\\boxed{DOWN, DOWN, UP, LEFT}"  # ends at (1,0), 3 moves from the goal of 4
     scored = score_output(SM, text)
-    assert rewards_of(text)["progress"] == scored["progress"] == pytest.approx(0.25)
+    assert rewards_of(text)["progress"] == scored.progress == pytest.approx(0.25)
     assert rewards_of("\\boxed{UP}")["progress"] == 0.0  # off the edge: no closer
     far = FrozenLakeMap.from_rows(["FSF", "FFF", "FFG"])
     sm = scoring_map(record_from_map(far, "m-1", "id-train"))
@@ -72,7 +72,7 @@ def test_moving_away_has_negative_progress():
 def test_faithful_trace_and_unfaithful_trace():
     good = traces.completion(MAP, OPT, "grid+desc")
     r = rewards_of(good, "grid+desc")
-    assert score_output(SM, good, cot="grid+desc")["trace_faithful"] is True
+    assert score_output(SM, good, cot="grid+desc").trace.faithful is True
     assert r == {"success": 1.0, "format": 1.0, "progress": 1.0, "optimal": 1.0, "faithful": 1.0}
     # The first written map puts the player on the wrong cell: the answer still solves the map.
     lines = good.split("\n")
@@ -80,12 +80,12 @@ def test_faithful_trace_and_unfaithful_trace():
     lines[first_grid] = "P  .  ."
     bad = "\n".join(lines)
     scored = score_output(SM, bad, cot="grid+desc")
-    assert scored["success"] and scored["trace_faithful"] is False
+    assert scored.success and scored.trace.faithful is False
     r = rewards_of(bad, "grid+desc")
     assert r["success"] == 1.0 and r["faithful"] == 0.0
     # A trace whose answer disagrees with the moves it announced is unfaithful too.
     disagree = good.replace("\\boxed{RIGHT, RIGHT, DOWN, DOWN}", "\\boxed{DOWN, DOWN, RIGHT, RIGHT}")
-    assert score_output(SM, disagree, cot="grid+desc")["trace_answer_agrees"] is False
+    assert score_output(SM, disagree, cot="grid+desc").trace.answer_agrees is False
     assert rewards_of(disagree, "grid+desc")["faithful"] == 0.0
 
 
@@ -95,10 +95,10 @@ def test_rewards_equal_the_scorer_on_any_answer(moves, boxed):
     text = ("\\boxed{" + ", ".join(moves) + "}") if boxed else " ".join(moves)
     scored = score_output(SM, text, cot="none")
     r = rewards_of(text)
-    assert r["success"] == float(scored["success"])
-    assert r["format"] == float(scored["verdict"] not in ("no_answer", "unparseable"))
-    assert r["progress"] == scored["progress"]
-    assert r["optimal"] == float(scored["success"] and scored["optimal"])
+    assert r["success"] == float(scored.success)
+    assert r["format"] == float(scored.verdict not in ("no_answer", "unparseable"))
+    assert r["progress"] == scored.progress
+    assert r["optimal"] == float(scored.success and scored.optimal)
 
 
 def test_success_rate_is_logged_by_the_first_function_only():

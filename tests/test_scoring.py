@@ -87,7 +87,7 @@ def test_spellings_parse_to_the_same_moves(content: str, expected: tuple[str, ..
     moves, error = parse_moves(content)
     assert error == ""
     assert moves == expected
-    assert score_output(FIG3_SM, f"so \\boxed{{{content}}}")["verdict"] == "success"
+    assert score_output(FIG3_SM, f"so \\boxed{{{content}}}").verdict == "success"
 
 
 def test_stray_words_are_unparseable_not_letters() -> None:
@@ -116,30 +116,30 @@ def test_frozen_ood_quirks() -> None:
     # The last box is unclosed: mathruler returns "None" even though an earlier box is complete.
     unclosed = "\\boxed{LEFT, UP, UP, RIGHT} and \\boxed{LEFT"
     assert extract(unclosed, "frozen_ood").moves == ()
-    assert not score_output(FIG3_SM, unclosed, compat="frozen_ood")["success"]
+    assert not score_output(FIG3_SM, unclosed, compat="frozen_ood").success
     # Our default rejects the stray word; the paper's evaluator reads "L U U R" from it and succeeds.
     quirky = "\\boxed{LEFT, UP, UP, RIGHT (OK)}"
-    assert score_output(FIG3_SM, quirky)["verdict"] == "unparseable"
-    assert score_output(FIG3_SM, quirky, compat="frozen_ood")["success"]
+    assert score_output(FIG3_SM, quirky).verdict == "unparseable"
+    assert score_output(FIG3_SM, quirky, compat="frozen_ood").success
     # ... and a word with an L in it adds a LEFT move that walks off the goal.
     final = score_output(FIG3_SM, "\\boxed{LEFT, UP, UP, RIGHT (FINAL)}", compat="frozen_ood")
-    assert final["moves"][-1] == "LEFT" and final["verdict"] == "passed_goal"
+    assert final.moves[-1] == "LEFT" and final.verdict == "passed_goal"
 
 
 def test_vsp_compat_stops_at_the_goal() -> None:
     ok = score_output(FIG3_SM, "<Output>\nAction plan: L,U,U,R", compat="vsp")
-    assert ok["success"] and ok["optimal"]
+    assert ok.success and ok.optimal
     # gymnasium ends the episode at the goal: what follows, even garbage, does not matter.
-    assert score_output(FIG3_SM, "Action plan: L,U,U,R,D,x", compat="vsp")["success"]
+    assert score_output(FIG3_SM, "Action plan: L,U,U,R,D,x", compat="vsp").success
     assert not score_output(
         FIG3_SM,
         "Action plan: L,U,U,R,D",
-    )["success"]
-    assert score_output(FIG3_SM, "Action Plan: L,U,U,R.", compat="vsp")["success"]
+    ).success
+    assert score_output(FIG3_SM, "Action Plan: L,U,U,R.", compat="vsp").success
     bad = score_output(FIG3_SM, "Action plan: L,U,X,R", compat="vsp")
-    assert bad["verdict"] == "unparseable" and not bad["success"]
-    assert score_output(FIG3_SM, "Action plan: U", compat="vsp")["verdict"] == "fell_in_hole"
-    assert score_output(FIG3_SM, "I would go L,U,U,R", compat="vsp")["verdict"] == "no_answer"
+    assert bad.verdict == "unparseable" and not bad.success
+    assert score_output(FIG3_SM, "Action plan: U", compat="vsp").verdict == "fell_in_hole"
+    assert score_output(FIG3_SM, "I would go L,U,U,R", compat="vsp").verdict == "no_answer"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -147,18 +147,18 @@ def test_vsp_compat_stops_at_the_goal() -> None:
 # --------------------------------------------------------------------------------------------------------
 def test_verdicts_and_facts() -> None:
     r = score_output(FIG3_SM, "\\boxed{UP}")
-    assert (r["verdict"], r["fell_at"], r["success"]) == ("fell_in_hole", 1, False)
+    assert (r.verdict, r.fell_at, r.success) == ("fell_in_hole", 1, False)
     r = score_output(FIG3_SM, "\\boxed{L, U, U, R, R}")
-    assert (r["verdict"], r["reached_goal_at"]) == ("passed_goal", 4)
+    assert (r.verdict, r.reached_goal_at) == ("passed_goal", 4)
     r = score_output(FIG3_SM, "\\boxed{L, U}")
-    assert r["verdict"] == "stopped_short"
-    assert r["progress"] == pytest.approx(0.5)  # distance 4 -> 2
+    assert r.verdict == "stopped_short"
+    assert r.progress == pytest.approx(0.5)  # distance 4 -> 2
     r = score_output(FIG3_SM, "\\boxed{DOWN, L, U, U, R}")
-    assert r["verdict"] == "success" and r["off_edge_moves"] == 1 and not r["optimal"]
+    assert r.verdict == "success" and r.off_edge_moves == 1 and not r.optimal
     r = score_output(FIG3_SM, "\\boxed{L, U, U, R}")
-    assert r["optimal"] and r["progress"] == 1.0 and r["n_moves"] == 4
-    assert r["moves"] == ["LEFT", "UP", "UP", "RIGHT"]
-    assert score_output(FIG3_SM, "\\boxed{L, D}")["progress"] < 0.5
+    assert r.optimal and r.progress == 1.0 and r.n_moves == 4
+    assert r.moves == ("LEFT", "UP", "UP", "RIGHT")
+    assert score_output(FIG3_SM, "\\boxed{L, D}").progress < 0.5
 
 
 def _random_map(seed: int) -> FrozenLakeMap:
@@ -190,8 +190,8 @@ def test_any_optimal_path_in_any_spelling_succeeds(seed: int, spelling: str) -> 
     sm = scoring_map(map_record(m, "x", "t"))
     path = m.optimal_path("uniform", random.Random(seed))
     out = score_output(sm, f"The answer is \\boxed{{{SPELLINGS[spelling](path)}}}.")
-    assert out["verdict"] == "success" and out["optimal"]
-    assert score_output(sm, f"\\boxed{{{', '.join(path)}}}", compat="frozen_ood")["success"]
+    assert out.verdict == "success" and out.optimal
+    assert score_output(sm, f"\\boxed{{{', '.join(path)}}}", compat="frozen_ood").success
 
 
 @settings(max_examples=150, deadline=None)
@@ -202,15 +202,15 @@ def test_paths_through_a_hole_fall(seed: int, moves: list[str]) -> None:
     rollout = m.simulate(moves)
     out = score_output(sm, "\\boxed{" + ", ".join(moves) + "}")
     if rollout.fell_at is not None:
-        assert out["verdict"] == "fell_in_hole" and out["fell_at"] == rollout.fell_at and not out["success"]
+        assert out.verdict == "fell_in_hole" and out.fell_at == rollout.fell_at and not out.success
         assert (
-            score_output(sm, "\\boxed{" + ",".join(moves) + "}", compat="frozen_ood")["verdict"]
+            score_output(sm, "\\boxed{" + ",".join(moves) + "}", compat="frozen_ood").verdict
             == "fell_in_hole"
         )
     elif not moves:
-        assert out["verdict"] == "no_answer"
+        assert out.verdict == "no_answer"
     else:
-        assert out["success"] == rollout.success
+        assert out.success == rollout.success
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ def test_official_training_answers_score_100_percent(mirage_dir: Path) -> None:
             m = FrozenLakeMap.from_map_desc(rec["map_desc"])
             sm = scoring_map(map_record(m, str(rec["map_id"]), "id-train"))
             r = score_output(sm, rec["text_output"], compat=mode)
-            ok += r["success"] and r["optimal"]
+            ok += r.success and r.optimal
         assert ok == 1000, mode
 
 
@@ -240,8 +240,8 @@ def test_vsp_example_answers_score_with_vsp_compat(reference_dir: Path) -> None:
         board = formats.parse((ans.parent.parent / "table" / ans.name).read_text(encoding="utf-8"), "table")
         sm = scoring_map(map_record(board.to_map(), ans.stem, "vsp"))
         text = ans.read_text(encoding="utf-8")
-        assert score_output(sm, text, compat="vsp")["success"], ans
-        assert score_output(sm, text)["verdict"] == "no_answer"  # no box: not an answer under our rules
+        assert score_output(sm, text, compat="vsp").success, ans
+        assert score_output(sm, text).verdict == "no_answer"  # no box: not an answer under our rules
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -259,11 +259,11 @@ def test_reference_completions_are_successful_and_faithful(cot: str) -> None:
         text = traces.completion(sm.map, rec["optimal_path"], cot)
         for guess in (cot, None):
             r = score_output(sm, text, cot=guess)
-            assert r["verdict"] == "success"
-            assert r["trace_faithful"] is True, (cot, r)
-            assert r["trace_answer_agrees"] is True
-            assert r["trace_steps"] == len(rec["optimal_path"])
-            assert r["trace_divergence_step"] is None
+            assert r.verdict == "success"
+            assert r.trace.faithful is True, (cot, r)
+            assert r.trace.answer_agrees is True
+            assert r.trace.steps == len(rec["optimal_path"])
+            assert r.trace.divergence_step is None
 
 
 @pytest.mark.parametrize("cot", ["grid", "grid+desc", "table+desc"])
@@ -283,10 +283,10 @@ def test_a_wrong_map_in_the_trace_is_the_divergence(cot: str) -> None:
     blocks[2] = second.replace(empty, hole, 1)
     corrupt = ("Grid:" if cot.startswith("grid") else "| | Col 1").join(blocks)
     r = score_output(sm, corrupt, cot=cot)
-    assert r["success"]  # the answer is still right ...
-    assert r["trace_divergence_step"] == 2  # ... but the trace is not faithful from step 2
-    assert r["trace_divergence"] == "holes differ from the map"
-    assert r["trace_faithful"] is False
+    assert r.success  # the answer is still right ...
+    assert r.trace.divergence_step == 2  # ... but the trace is not faithful from step 2
+    assert r.trace.divergence == "holes differ from the map"
+    assert r.trace.faithful is False
 
 
 def test_answer_disagreeing_with_the_trace() -> None:
@@ -296,8 +296,8 @@ def test_answer_disagreeing_with_the_trace() -> None:
     text = traces.completion(m, ["LEFT", "UP", "UP", "RIGHT"], "desc")
     changed = text[: text.rfind("\\boxed{")] + "\\boxed{LEFT, UP, UP}"
     r = score_output(FIG3_SM, changed, cot="desc")
-    assert r["trace_answer_agrees"] is False and r["trace_faithful"] is False
-    assert r["verdict"] == "stopped_short"
+    assert r.trace.answer_agrees is False and r.trace.faithful is False
+    assert r.verdict == "stopped_short"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -374,5 +374,5 @@ def test_first_move_optimal_is_partial_credit_for_a_failing_plan() -> None:
     expected = {"L": True, "U": False, "R": False, "D": False}
     for letter, ok in expected.items():
         r = score_output(FIG3_SM, f"\\boxed{{{letter}, U}}")
-        assert r["first_move_optimal"] is ok and not r["success"]
-    assert score_output(FIG3_SM, "\\boxed{}")["first_move_optimal"] is False
+        assert r.first_move_optimal is ok and not r.success
+    assert score_output(FIG3_SM, "\\boxed{}").first_move_optimal is False

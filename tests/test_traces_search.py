@@ -293,7 +293,7 @@ def test_scoring_guesses_path_cots_and_scores_them_end_to_end() -> None:
         text = traces.completion(FIG3, path, cot)
         assert scoring.guess_cot(text) == cot
         out = scoring.score_output(sm, text)  # cot guessed from the text
-        assert out["success"] and out["trace_faithful"] and out["trace_answer_agrees"]
+        assert out.success and out.trace.faithful and out.trace.answer_agrees
 
 
 def test_parsers_are_tolerant() -> None:

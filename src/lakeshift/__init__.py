@@ -11,7 +11,7 @@ from lakeshift.formats import INPUT_FORMATS, BoardState, FormatError, parse, ren
 from lakeshift.generate import Group, SplitSpec, generate_map
 from lakeshift.prompts import user_prompt
 from lakeshift.records import sft_record
-from lakeshift.scoring import extract, score_output
+from lakeshift.scoring import TraceCheck, Verdict, extract, score_output
 from lakeshift.suites import build_suite, load_maps, map_from_record, select_maps
 from lakeshift.traces import COT_FORMATS, completion, parse_steps
 
@@ -29,6 +29,8 @@ __all__ = [
     "Rollout",
     "Solution",
     "SplitSpec",
+    "TraceCheck",
+    "Verdict",
     "__version__",
     "build_suite",
     "completion",

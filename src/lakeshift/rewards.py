@@ -39,36 +39,36 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.scoring import TRACE_COTS, ScoringMap, score_output, scoring_map
+from lakeshift.scoring import TRACE_COTS, ScoringMap, Verdict, score_output, scoring_map
 
 
-def success(scored: Mapping[str, Any]) -> float:
+def success(scored: Verdict) -> float:
     """1.0 when the scorer's verdict is ``success`` (the plan solves the map), else 0.0."""
-    return 1.0 if scored["success"] else 0.0
+    return 1.0 if scored.success else 0.0
 
 
-def format_ok(scored: Mapping[str, Any]) -> float:
+def format_ok(scored: Verdict) -> float:
     """1.0 when the last ``\\boxed{}`` holds a readable move list (not ``no_answer`` nor ``unparseable``)."""
-    return 0.0 if scored["verdict"] in ("no_answer", "unparseable") else 1.0
+    return 0.0 if scored.verdict in ("no_answer", "unparseable") else 1.0
 
 
-def progress(scored: Mapping[str, Any]) -> float:
+def progress(scored: Verdict) -> float:
     """The scorer's partial credit ``progress`` (1.0 on success; may be negative, see the module doc)."""
-    return float(scored["progress"])
+    return float(scored.progress)
 
 
-def optimal(scored: Mapping[str, Any]) -> float:
+def optimal(scored: Verdict) -> float:
     """1.0 when the plan succeeds with the optimal number of moves, else 0.0."""
-    return 1.0 if scored["success"] and scored["optimal"] else 0.0
+    return 1.0 if scored.success and scored.optimal else 0.0
 
 
-def faithful(scored: Mapping[str, Any]) -> float:
-    """1.0 when the scorer's faithfulness check says ``trace_faithful`` is True, else 0.0 (also no trace)."""
-    return 1.0 if scored.get("trace_faithful") is True else 0.0
+def faithful(scored: Verdict) -> float:
+    """1.0 when the scorer's faithfulness check says the trace is faithful, else 0.0 (also no trace)."""
+    return 1.0 if scored.trace is not None and scored.trace.faithful is True else 0.0
 
 
-#: Reward name -> function of a scored record (:func:`lakeshift.scoring.score_output`).
-REWARDS: dict[str, Callable[[Mapping[str, Any]], float]] = {
+#: Reward name -> function of a verdict (:func:`lakeshift.scoring.score_output`).
+REWARDS: dict[str, Callable[[Verdict], float]] = {
     "success": success,
     "format": format_ok,
     "progress": progress,
@@ -147,12 +147,12 @@ def completion_text(completion: Any) -> str:
     return "".join(parts)
 
 
-def score_completion(sm: ScoringMap, text: str, cot: str | None, check_trace: bool = True) -> dict[str, Any]:
-    """The scorer's record for one completion (:func:`lakeshift.scoring.score_output`, default extraction)."""
+def score_completion(sm: ScoringMap, text: str, cot: str | None, check_trace: bool = True) -> Verdict:
+    """The scorer's verdict on one completion (:func:`lakeshift.scoring.score_output`, default extraction)."""
     return score_output(sm, text, cot=cot, check_trace=check_trace and cot in TRACE_COTS)
 
 
-def reward_values(scored: Mapping[str, Any], names: Sequence[str]) -> dict[str, float]:
+def reward_values(scored: Verdict, names: Sequence[str]) -> dict[str, float]:
     """``{name: reward}`` of one scored completion."""
     return {name: REWARDS[name](scored) for name in names}
 
@@ -169,7 +169,7 @@ class RewardScorer:
         self.cot = cot
         self.check_trace = check_trace
         self._maps: dict[str, ScoringMap] = {}
-        self._cache: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], Verdict] = OrderedDict()
         self._cache_size = cache_size
 
     def scoring_map(self, record: str | Mapping[str, Any]) -> ScoringMap:
@@ -181,7 +181,7 @@ class RewardScorer:
             sm = self._maps[mid] = scoring_map(rec, f"map column of {mid!r}")
         return sm
 
-    def score(self, record: str | Mapping[str, Any], completion: Any) -> dict[str, Any]:
+    def score(self, record: str | Mapping[str, Any], completion: Any) -> Verdict:
         sm = self.scoring_map(record)
         text = completion_text(completion)
         key = (sm.id, text)
@@ -213,9 +213,7 @@ def trl_reward_funcs(
     scorer = RewardScorer(cot, check_trace="faithful" in weights)
     names = list(weights)
 
-    def log_rows(
-        scored: list[dict[str, Any]], completions: Sequence[Any], columns: Mapping[str, Any]
-    ) -> None:
+    def log_rows(scored: list[Verdict], completions: Sequence[Any], columns: Mapping[str, Any]) -> None:
         state = columns.get("trainer_state")
         step = getattr(state, "global_step", None)
         ids = columns.get("map_id") or [None] * len(scored)
@@ -226,8 +224,8 @@ def trl_reward_funcs(
                 row = {
                     "step": step,
                     "map_id": mid,
-                    "verdict": sc["verdict"],
-                    "n_moves": sc["n_moves"],
+                    "verdict": sc.verdict,
+                    "n_moves": sc.n_moves,
                     "n_chars": len(completion_text(completion)),
                     "rewards": values,
                     "reward": round(sum(weights[k] * v for k, v in values.items()), 6),
@@ -252,7 +250,7 @@ def trl_reward_funcs(
             scored = [scorer.score(m, c) for m, c in zip(maps, completions, strict=True)]
             log_metric = columns.get("log_metric")
             if _first and callable(log_metric) and scored:
-                log_metric("success_rate", sum(bool(s["success"]) for s in scored) / len(scored))
+                log_metric("success_rate", sum(s.success for s in scored) / len(scored))
             if _first and log_path is not None:
                 log_rows(scored, completions, columns)
             return [REWARDS[_name](s) for s in scored]

@@ -37,6 +37,8 @@ a hole fails at once, success iff the player ends on the goal. Each prediction g
 Facts recorded with it: ``n_moves``, ``optimal`` (success with an optimal-length plan), ``off_edge_moves``,
 ``progress`` (``1 - d(end) / d(start)`` with ``d`` the shortest-path distance to the goal, measured at the
 last safe cell: 1.0 on success, 0 when the plan got no closer, negative when it moved away).
+:func:`score_output` returns them as a frozen :class:`Verdict` (with a :class:`TraceCheck` when a trace was
+checked); ``Verdict.to_json()`` gives the fields of a scored record, the rows ``lakeshift score`` writes.
 
 Repeated samples
 ----------------
@@ -62,7 +64,7 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -292,8 +294,80 @@ def _extract_vsp(text: str) -> Extraction:
 # --------------------------------------------------------------------------------------------------------
 # Verdicts
 # --------------------------------------------------------------------------------------------------------
-def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str, Any]:
-    """Simulates an extracted plan and returns the verdict fields of a scored record."""
+@dataclass(frozen=True)
+class TraceCheck:
+    """The faithfulness check of one CoT trace (:func:`faithfulness`); in files, each field with a
+    ``trace_`` prefix.
+
+    Attributes:
+        steps: Steps found in the trace.
+        maps: Maps the trace writes.
+        divergence_step: The first step (1-based) that departs from the true states, ``None`` when none does.
+        divergence: Why that step departs.
+        faithful: Steps found, no divergence, and the answer does not disagree with the trace.
+        answer_agrees: The answer's moves equal the trace's (``None`` without an answer or without moves).
+    """
+
+    steps: int
+    maps: int
+    divergence_step: int | None
+    divergence: str | None
+    faithful: bool | None
+    answer_agrees: bool | None
+
+    @classmethod
+    def from_fields(cls, values: Mapping[str, Any]) -> TraceCheck:
+        """From the ``trace_*`` fields of :func:`faithfulness` (or of a scored file)."""
+        return cls(**{f.name: values[f"trace_{f.name}"] for f in fields(cls)})
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``trace_*`` fields of a scored record."""
+        return {f"trace_{f.name}": getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The scorer's judgement of one output on one map (:func:`judge`, :func:`score_output`).
+
+    Attributes:
+        success: The plan solves the map.
+        verdict: One of :data:`VERDICTS` (module docstring, "Verdicts").
+        moves: The extracted plan.
+        n_moves: Its length.
+        optimal: A success with the optimal number of moves.
+        first_move_optimal: The first move steps onto a shortest path.
+        off_edge_moves: Moves that would leave the map (the player stays).
+        progress: Partial credit, ``1 - d(end) / d(start)``, 1.0 on success.
+        fell_at: The move (1-based) that enters a hole, ``None`` when none does.
+        reached_goal_at: The move that first reaches the goal, ``None`` when none does.
+        final: The player's last cell (row, column).
+        detail: Why an answer could not be read, in words (``None`` when it could).
+        trace: The faithfulness check, when one was run on a trace.
+    """
+
+    success: bool
+    verdict: str
+    moves: tuple[str, ...]
+    n_moves: int
+    optimal: bool
+    first_move_optimal: bool
+    off_edge_moves: int
+    progress: float
+    fell_at: int | None
+    reached_goal_at: int | None
+    final: tuple[int, int]
+    detail: str | None
+    trace: TraceCheck | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict fields of a scored record (lists for tuples; the ``trace_*`` fields when checked)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
+        out["moves"], out["final"] = list(self.moves), list(self.final)
+        return out | (self.trace.to_json() if self.trace is not None else {})
+
+
+def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> Verdict:
+    """Simulates an extracted plan and returns its :class:`Verdict`."""
     m = sm.map
     moves = ex.moves
     n_moves = len(moves)
@@ -314,7 +388,7 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
     vsp = compat == "vsp"
     if ex.status != "ok" and not (vsp and moves):
         out["verdict"] = ex.status
-        return out
+        return _verdict(out)
     if moves and m.start in sm.distances:
         # Partial credit that reads a failing model: does its plan at least start on a shortest path?
         after = m.step(m.start, moves[0])
@@ -351,7 +425,11 @@ def judge(sm: ScoringMap, ex: Extraction, compat: str | None = None) -> dict[str
         out["verdict"] = "stopped_short"
         if vsp and n_moves > VSP_MAX_STEPS:
             out["detail"] = f"gym's {VSP_MAX_STEPS}-step episode limit: the moves after it were not run"
-    return out
+    return _verdict(out)
+
+
+def _verdict(fields_: dict[str, Any]) -> Verdict:
+    return Verdict(**{**fields_, "moves": tuple(fields_["moves"]), "final": tuple(fields_["final"])})
 
 
 def _until_terminal(m: FrozenLakeMap, moves: Sequence[str]) -> list[str]:
@@ -370,7 +448,7 @@ def score_output(
     compat: str | None = None,
     cot: str | None = None,
     check_trace: bool = True,
-) -> dict[str, Any]:
+) -> Verdict:
     """Scores one raw output against one map.
 
     Args:
@@ -381,16 +459,19 @@ def score_output(
         check_trace: Run the faithfulness check on traces (see :func:`faithfulness`).
 
     Returns:
-        The verdict fields (``success``, ``verdict``, ``moves``, ...) plus ``trace_*`` fields when checked.
+        The :class:`Verdict`, with its :class:`TraceCheck` when the trace was checked.
     """
     ex = extract(output, compat)
-    out = judge(sm, ex, compat)
+    verdict = judge(sm, ex, compat)
     if check_trace:
         if cot is None:
             cot = guess_cot(output)
         if cot in TRACE_COTS:
-            out.update(faithfulness(sm.map, output, cot, ex.moves if ex.status == "ok" else None))
-    return out
+            answer = ex.moves if ex.status == "ok" else None
+            verdict = replace(
+                verdict, trace=TraceCheck.from_fields(faithfulness(sm.map, output, cot, answer))
+            )
+    return verdict
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -867,12 +948,12 @@ def score_samples(sm: ScoringMap, outputs: Sequence[str], compat: str | None = N
         ``n_samples``, ``samples_success`` (how many succeed), ``pass_at_k`` and ``maj_at_k``.
     """
     scored = [score_output(sm, o, compat=compat, check_trace=False) for o in outputs]
-    winner = majority_index([r["moves"] for r in scored])
+    winner = majority_index([r.moves for r in scored])
     return {
         "n_samples": len(outputs),
-        "samples_success": sum(bool(r["success"]) for r in scored),
-        "pass_at_k": any(r["success"] for r in scored),
-        "maj_at_k": winner is not None and bool(scored[winner]["success"]),
+        "samples_success": sum(r.success for r in scored),
+        "pass_at_k": any(r.success for r in scored),
+        "maj_at_k": winner is not None and scored[winner].success,
     }
 
 
@@ -914,19 +995,20 @@ def score_predictions(
         sample_fields: dict[str, Any] = no_samples
         if pred is None:
             meta = run_meta
-            rec.update(judge(sm, missing))
+            rec.update(judge(sm, missing).to_json())
             n_chars = None
         else:
             pm = pred.meta
             meta = {**defaults, **{k: pm[k] for k in META_FIELDS if k in pm}} if pm else defaults
             if pred.output is None:
-                rec.update(judge(sm, no_output))
+                rec.update(judge(sm, no_output).to_json())
                 if pm.get("duplicate"):
                     rec["detail"] = "duplicate id with different outputs"
                 n_chars = 0
             else:
                 cot = meta.get("cot_format")
-                rec.update(score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace))
+                verdict = score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace)
+                rec.update(verdict.to_json())
                 n_chars = len(pred.output)
                 if sampled:
                     outputs = [s["output"] for s in pm.get("samples") or [{"output": pred.output}]]

@@ -250,10 +250,10 @@ def frozenlake_scorer(maps: str, cot: str, compat: str | None = None, check_trac
             raise LakeshiftError(f"sample {state.sample_id!r} is not a map of {maps}")
         rec = score_output(sm, state.output.completion, compat=compat, cot=cot, check_trace=check_trace)
         return Score(
-            value=1.0 if rec["success"] else 0.0,
-            answer=", ".join(rec["moves"]),
-            explanation=rec["verdict"],
-            metadata=rec,
+            value=1.0 if rec.success else 0.0,
+            answer=", ".join(rec.moves),
+            explanation=rec.verdict,
+            metadata=rec.to_json(),
         )
 
     return score

@@ -173,10 +173,10 @@ class FrozenLakeDataset(ProceduralDataset):
         sm = scoring_map(metadata["map"], f"{DATASET_NAME} entry {metadata.get('source_index')}")
         text = answer if _BOX in answer else _BOX + answer + "}"
         scored = score_output(sm, text, check_trace=False)
-        if scored["success"]:
+        if scored.success:
             return 1.0
         if metadata.get("partial_credit"):
-            return FAILURE_CREDIT * max(0.0, float(scored["progress"]))
+            return FAILURE_CREDIT * max(0.0, scored.progress)
         return 0.0
 
 

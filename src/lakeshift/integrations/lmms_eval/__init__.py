@@ -132,8 +132,8 @@ def score_record(doc: Mapping[str, Any], output: str, cot: str) -> dict[str, Any
         "id": sm.id,
         "size": sm.map.size,
         "d_inf": sm.map.d_inf,
-        "score": 1.0 if scored["success"] else 0.0,
-        **scored,
+        "score": 1.0 if scored.success else 0.0,
+        **scored.to_json(),
     }
 
 
