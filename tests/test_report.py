@@ -194,7 +194,16 @@ def test_the_terminal_summary_puts_every_split_of_every_run_within_the_width(tmp
     shows '-' there."""
     splits = ["id-test", "ood-size", "ood-dist", "val-id", "val-ood"]
     rows = [
-        {"model": model, "split": split, "n": 200, "acc": 0.5 + i / 100, "lo": 0.4, "hi": 0.6 + j / 100}
+        {
+            "model": model,
+            "input_format": "grid",
+            "cot_format": "none",
+            "split": split,
+            "n": 200,
+            "acc": 0.5 + i / 100,
+            "lo": 0.4,
+            "hi": 0.6 + j / 100,
+        }
         for i, model in enumerate(["baseline-greedy", "grid__coords@player30-maj8@frozen_ood"])
         for j, split in enumerate(splits)
         if (model, split) != ("baseline-greedy", "val-ood")
@@ -221,6 +230,31 @@ def test_the_terminal_summary_puts_every_split_of_every_run_within_the_width(tmp
         writer.writerows(rows)
     assert terminal_summary(tmp_path).endswith("first sample; pass@k and maj@k: summary.md.")
     assert terminal_summary(tmp_path / "absent") == ""
+
+
+def test_the_terminal_summary_keeps_runs_of_one_model_name_apart(tmp_path: Path) -> None:
+    """One model name scored in two formats is two runs: two rows, each naming its formats."""
+    rows = [
+        {
+            "model": "m",
+            "input_format": inp,
+            "cot_format": "none",
+            "split": "id-test",
+            "n": 100,
+            "acc": acc,
+            "lo": 0.1,
+            "hi": 0.9,
+        }
+        for inp, acc in (("grid", 0.25), ("table", 0.75))
+    ]
+    with (tmp_path / "by_split.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    rows_shown = {
+        line.split("  ")[0]: line.split()[-2] for line in terminal_summary(tmp_path).splitlines()[3:]
+    }
+    assert rows_shown == {"m (grid / none)": "0.25", "m (table / none)": "0.75"}
 
 
 def test_no_runs_is_an_error(tmp_path: Path) -> None:

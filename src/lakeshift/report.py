@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1402,12 +1403,15 @@ def terminal_summary(report_dir: Path, width: int = 80) -> str:
         return ""
     with path.open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    cells: dict[str, dict[str, str]] = {}
+    runs: dict[tuple[str, str, str], dict[str, str]] = {}
     for row in rows:
         if row["n"] and int(row["n"]):
-            cells.setdefault(row["model"], {})[row["split"]] = (
+            runs.setdefault((row["model"], row["input_format"], row["cot_format"]), {})[row["split"]] = (
                 f"{float(row['acc']):.2f} ({float(row['lo']):.2f}-{float(row['hi']):.2f})"
             )
+    # A run is its model name, unless two runs share it (one model name, two formats): then its formats too.
+    names = Counter(model for model, _, _ in runs)
+    cells = {(m if names[m] == 1 else f"{m} ({i} / {c})"): v for (m, i, c), v in runs.items()}
     splits = sorted({split for by_split in cells.values() for split in by_split}, key=_split_order)
     if not splits:
         return ""
