@@ -2,7 +2,8 @@
 
     python benchmarks/bench_base_traces.py --model mini-cells-trace-base mini-cells-base --per-size 25
 
-For every trace format of the pretraining corpus (:data:`lakeshift.pretrain.TRACE_COTS`) it builds held-out
+For every trace format of the pretraining corpus (:data:`lakeshift.models.pretrain.TRACE_COTS`) it builds
+held-out
 ``trace`` examples (the corpus's own code, maps of sizes 3-6 from a split and seed no corpus uses;
 ``--sizes 7 8 9 10`` asks whether a base writes traces on maps larger than the fine-tuning maps) and
 reports, per model and format, the share of answer tokens the model predicts right (argmax) given the true
@@ -24,10 +25,10 @@ import json
 import time
 from pathlib import Path
 
+from lakeshift.data.generate import Group, SplitSpec, generate_split
 from lakeshift.env import MOVES
 from lakeshift.formats.grid import SEP, SYMBOLS
-from lakeshift.generate import Group, SplitSpec, generate_split
-from lakeshift.pretrain import TRACE_COTS, corpus_record
+from lakeshift.models.pretrain import TRACE_COTS, corpus_record
 
 HELD_OUT_SPLIT = "held-out-walks"  # a split name no corpus draws from: its own maps
 HELD_OUT_SEED = 7

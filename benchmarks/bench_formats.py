@@ -2,8 +2,8 @@
 
 Maps are drawn like the paper suite's generated splits (id sizes 3-6 with hole probability 0.2, ood-size and
 ood-dist sizes 7-10 with 0.1, embed10-test 10x10), ``--per-group`` of each group. For each map all 24 SFT
-records (4 input formats x 6 CoT formats, as :func:`lakeshift.suites.build_suite` writes them) are built
-with :func:`lakeshift.records.sft_records` and serialised with :func:`lakeshift.io.dumps`. Also timed:
+records (4 input formats x 6 CoT formats, as :func:`lakeshift.data.suites.build_suite` writes them) are built
+with :func:`lakeshift.data.records.sft_records` and serialised with :func:`lakeshift.io.dumps`. Also timed:
 :func:`lakeshift.formats.render` of every intermediate state per text format, and
 :func:`lakeshift.traces.completion` per CoT format. One core, best of ``--repeat``::
 
@@ -16,10 +16,11 @@ import argparse
 import time
 from collections.abc import Callable
 
-from lakeshift import formats, records, traces
-from lakeshift.generate import SplitSpec, generate_split
+from lakeshift import formats, traces
+from lakeshift.data import records
+from lakeshift.data.generate import SplitSpec, generate_split
+from lakeshift.data.suites import map_from_record, paper_suite
 from lakeshift.io import dumps
-from lakeshift.suites import map_from_record, paper_suite
 
 
 def paper_like_maps(per_group: int) -> list[dict]:

@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from lakeshift.generate import Group, SplitSpec, generate_split
+from lakeshift.data.generate import Group, SplitSpec, generate_split
 
 
 def bench_maps(args: argparse.Namespace) -> None:
@@ -44,7 +44,7 @@ def bench_maps(args: argparse.Namespace) -> None:
 
 
 def bench_suite(args: argparse.Namespace) -> None:
-    from lakeshift.suites import build_suite, paper_suite
+    from lakeshift.data.suites import build_suite, paper_suite
 
     out = Path(args.suite_out)
     if out.exists():

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lakeshift.experiments import share_of_cores
+from lakeshift.studies import share_of_cores
 
 SUITE = {
     "name": "bench-learning",

@@ -47,7 +47,7 @@ def answer_only(n: int) -> None:
     t0 = time.perf_counter()
     recs = list(score_predictions(table, pf))
     dt = time.perf_counter() - t0
-    ok = sum(r["success"] for r in recs)
+    ok = sum(r.success for r in recs)
     print(f"answer-only: {n} predictions in {dt:.2f} s = {n / dt:,.0f} predictions/s (accuracy {ok / n:.2f})")
 
 
@@ -73,7 +73,7 @@ def long_cot(n: int) -> None:
         t0 = time.perf_counter()
         out = list(score_predictions(table, pf))
         dt = time.perf_counter() - t0
-        steps = sum(r["trace_steps"] for r in out) / n
+        steps = sum(r.trace.steps for r in out if r.trace is not None) / n
         print(
             f"long CoT {cot}: {n} outputs of ~{sum(lengths) / n / 4:,.0f} tokens ({steps:.0f} steps each) "
             f"in {dt:.2f} s = {n / dt:,.0f} predictions/s with faithfulness"

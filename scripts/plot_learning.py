@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lakeshift.analysis import wilson
+from lakeshift.report.analysis import wilson
 
 SPLITS = ("id-test", "ood-size", "ood-dist")
 TITLES = {"id-test": "ID (3x3-6x6)", "ood-size": "OOD size (7x7-10x10)", "ood-dist": "OOD d_inf >= 6"}

@@ -5,14 +5,14 @@ implementation detail. Training and prediction live in :mod:`lakeshift.models` (
 """
 
 from lakeshift._version import __version__
+from lakeshift.data.generate import Group, SplitSpec, generate_map
+from lakeshift.data.records import sft_record
+from lakeshift.data.suites import build_suite, load_maps, map_from_record, select_maps
 from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError, Rollout, Solution
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS, BoardState, FormatError, parse, render
-from lakeshift.generate import Group, SplitSpec, generate_map
-from lakeshift.prompts import user_prompt
-from lakeshift.records import sft_record
-from lakeshift.scoring import TraceCheck, Verdict, extract, score_output
-from lakeshift.suites import build_suite, load_maps, map_from_record, select_maps
+from lakeshift.formats.prompts import user_prompt
+from lakeshift.scoring import ScoredRecord, TraceCheck, Verdict, extract, score_output
 from lakeshift.traces import COT_FORMATS, completion, parse_steps
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "LakeshiftError",
     "MapError",
     "Rollout",
+    "ScoredRecord",
     "Solution",
     "SplitSpec",
     "TraceCheck",

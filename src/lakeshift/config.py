@@ -16,13 +16,15 @@ class SourcedConfig:
     path: Path
     data: Any
     lines: dict[str, int] = field(default_factory=dict)
+    #: The file of a key path that another file gave (:meth:`extending`); every other one is ``path``'s.
+    files: dict[str, Path] = field(default_factory=dict)
 
     def where(self, key_path: str) -> str:
         """``file:line`` of a key path, falling back to its closest located parent."""
         probe = key_path
         while probe:
             if probe in self.lines:
-                return f"{self.path}:{self.lines[probe]}"
+                return f"{self.files.get(probe, self.path)}:{self.lines[probe]}"
             probe = (
                 probe.rsplit(".", 1)[0] if "." in probe else probe.rsplit("[", 1)[0] if "[" in probe else ""
             )
@@ -30,6 +32,27 @@ class SourcedConfig:
 
     def error(self, key_path: str, message: str) -> LakeshiftError:
         return LakeshiftError(f"{self.where(key_path)}: {key_path}: {message}")
+
+    def extending(self, base: SourcedConfig, merged: tuple[str, ...]) -> SourcedConfig:
+        """This document over ``base``: its top-level keys replace the base's, except the mappings named in
+        ``merged``, which are merged key by key (this document's keys win). Errors keep naming the file and
+        line each value came from."""
+        data = {**base.data, **self.data}
+        for key in merged:
+            if isinstance(base.data.get(key), dict) and isinstance(self.data.get(key), dict):
+                data[key] = {**base.data[key], **self.data[key]}
+
+        def own(path: str) -> bool:  # a key path of this document, not of the base
+            top = path.split(".", 1)[0].split("[", 1)[0]
+            if top not in self.data:
+                return False
+            if top in merged and "." in path and isinstance(self.data[top], dict):
+                return path.split(".", 2)[1].split("[", 1)[0] in self.data[top]
+            return True
+
+        lines = {k: v for k, v in base.lines.items() if not own(k)}
+        files = {k: base.files.get(k, base.path) for k in lines}
+        return SourcedConfig(self.path, data, {**lines, **self.lines}, files)
 
     def check_number(self, key_path: str, value: Any, rule: str) -> int | float:
         """``value`` checked against a :data:`NUMBER_RULES` rule; returns it (numeric strings as floats).

@@ -86,7 +86,7 @@ def wrapped_os_problem(err: BaseException, path: str | Path | None = None) -> st
         if any(n in text for n in needles):
             return _OS_PROBLEMS[code]
     if any(n in text for n in _TORCH_WRITE_FAILED):
-        from lakeshift.bounds import free_disk
+        from lakeshift.data.bounds import free_disk
 
         full = path is not None and free_disk(Path(path)) < _NEARLY_FULL
         return _OS_PROBLEMS[errno.ENOSPC] if full else "writing a checkpoint failed (a full disk?)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 
 def _parse(text: str, kind: type) -> int | float:
@@ -84,3 +85,14 @@ def seed(text: str) -> int:
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32), got {text!r}")
     return value
+
+
+#: The validator of each number rule (:data:`lakeshift.config.NUMBER_RULES`), for argparse's ``type=``.
+RULE_TYPES: dict[str, Callable[[str], int | float]] = {
+    "positive_int": positive_int,
+    "nonnegative_int": nonnegative_int,
+    "positive_float": positive_float,
+    "nonnegative_float": nonnegative_float,
+    "probability": probability,
+    "seed": seed,
+}

@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "lmms-eval-tasks",
         help="write the FrozenLake task folder for `lmms-eval --include_path` (the package ships one)",
         description="Write one lmms-eval task per split x input x CoT and a group per split, scored by "
-        "lakeshift's scorer (see README, 'From your harness'). Without --data the maps are the paper "
+        "lakeshift's scorer (see docs/harnesses.md). Without --data the maps are the paper "
         "suite's (the folder shipped in lakeshift.integrations.lmms_eval.TASKS_DIR).",
     )
     p.add_argument("--out", required=True, type=Path, help="task folder to write")

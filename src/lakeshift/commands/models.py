@@ -19,37 +19,13 @@ from lakeshift.commands import (
     seed,
 )
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.cells import GRIDS, OPTIONS  # light: no torch
+from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.data import PROMPTS  # light: no torch
 from lakeshift.models.generation import DECODING_PRESETS  # light: no torch
-from lakeshift.models.tokenizer import TOKENIZERS  # light: no torch
-
-INPUTS = ("image", "desc", "table", "grid")
-COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")  # = traces.COT_FORMATS
-NAMED = (
-    "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
-    "tiny-cells (the same with row/column embeddings for map cells), mini-cells-shift (mini-cells whose "
-    "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
-    "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
-    "Qwen2.5-VL), "
-    "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks), "
-    "mini-cells-trace-base (mini-cells-base pretrained further on random-walk traces in every CoT format)"
-)
-PROMPT_HELP = (
-    "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
-    "setup); map-only: just the map in the input format (for image input: just the image), rendered from "
-    "<split>/maps.jsonl; for small from-scratch models that cannot use the rule text (9x fewer tokens "
-    "for grid x none, 3x for grid x grid+desc on 3x3-6x6 maps)"
-)
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        return sorted({int(x) for x in text.replace(" ", "").split(",") if x})
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated map sizes such as 7,8; got {text!r}"
-        ) from None
+from lakeshift.models.grpo import GrpoOptions  # light: no torch
+from lakeshift.models.train import PROMPT_HELP, TrainOptions, parse_sizes  # light: no torch
+from lakeshift.options import add_arguments, from_values, options_of
+from lakeshift.traces import COT_FORMATS
 
 
 def register(subparsers: Any) -> None:
@@ -65,9 +41,9 @@ def _register_pretrain(subparsers: Any) -> None:
         help="pretrain a base model on map reading and random walks (never a plan), to fine-tune per format",
         description=(
             "Generates the corpus of CONFIG (maps of its own seed, each in a random text format with a "
-            "random-walk or path-reading question; see lakeshift.pretrain) into OUT/corpus/ and trains a "
-            "named size on it into OUT (a training run folder: fine-tune it with lakeshift train --model "
-            "OUT). configs/pretrain/base-mini-cells.yaml rebuilds the shipped mini-cells-base."
+            "random-walk or path-reading question; see lakeshift.models.pretrain) into OUT/corpus/ and "
+            "trains a named size on it into OUT (a training run folder: fine-tune it with lakeshift train "
+            "--model OUT). configs/pretrain/base-mini-cells.yaml rebuilds the shipped mini-cells-base."
         ),
     )
     p.add_argument("config", help="pretraining YAML (e.g. configs/pretrain/base-mini.yaml)")
@@ -79,8 +55,7 @@ def _register_pretrain(subparsers: Any) -> None:
 
 def _pretrain(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, dumps, output_lock, read_json
-    from lakeshift.models.registry import BASE_MODELS, CELL_SIZES, NAMED_SIZES, is_run_folder
-    from lakeshift.pretrain import (
+    from lakeshift.models.pretrain import (
         CORPUS_COT,
         CORPUS_INPUT,
         CORPUS_SPLIT,
@@ -88,6 +63,7 @@ def _pretrain(args: argparse.Namespace) -> int:
         load_pretrain_config,
         write_corpus,
     )
+    from lakeshift.models.registry import BASE_MODELS, CELL_SIZES, NAMED_SIZES, is_run_folder
 
     config = load_pretrain_config(args.config)
     sizes = (*NAMED_SIZES, *CELL_SIZES, *BASE_MODELS)
@@ -97,7 +73,7 @@ def _pretrain(args: argparse.Namespace) -> int:
             f"shipped base to continue ({', '.join(sizes)})"
         )
     out = Path(args.out)
-    from lakeshift import bounds
+    from lakeshift.data import bounds
 
     # The corpus is generated maps: the size bound of `generate`, before any is drawn. Its examples are a
     # map in a text format and a short walk, no larger than a desc x none record, or a walk's trace, no
@@ -159,9 +135,9 @@ def _pretrain(args: argparse.Namespace) -> int:
         }
         if args.max_minutes is not None:
             values["max_minutes"] = args.max_minutes
-        from lakeshift.models.train import options_from_dict, train
+        from lakeshift.models.train import train
 
-        final = train(options_from_dict(values))
+        final = train(from_values(TrainOptions, values))
     print(f"lakeshift pretrain: base model saved to {final}", file=sys.stderr)
     return 0
 
@@ -180,140 +156,24 @@ def _register_train(subparsers: Any) -> None:
             "-m lakeshift.cli train ..."
         ),
     )
-    p.add_argument("--data", required=True, help="folder written by `lakeshift generate`")
-    p.add_argument(
-        "--split", default="id-train", help="training split (default id-train; e.g. embed10-train)"
-    )
-    p.add_argument("--input", dest="input_format", required=True, choices=INPUTS)
-    p.add_argument("--cot", dest="cot_format", required=True, choices=COTS)
-    p.add_argument("--model", required=True, help=f"named size ({NAMED}), checkpoint folder, or hub id")
-    p.add_argument("--out", required=True, help="run folder")
-    p.add_argument(
-        "--tokenizer",
-        choices=TOKENIZERS,
-        default="structured",
-        help="named sizes: structured (default: one token per cell, move, word, number) or char "
-        "(one per character); ignored for checkpoints, which bring their own",
-    )
-    p.add_argument(
-        "--cell-grids",
-        choices=GRIDS,
-        help="cells models (mini-cells*, mini-cells-base): which grids of a sequence get row and column "
-        "embeddings: first (the prompt's map; the default of mini-cells and mini-cells-base) or every "
-        "(also each map a grid CoT redraws; the default of mini-cells-shift and mini-cells-compose) or next "
-        "(as every, but a redrawn cell gets the row and column of the cell it predicts, the one after it); "
-        "saved with the model",
-    )
-    p.add_argument(
-        "--cell-trace-moves",
-        action="store_true",
-        default=None,
-        help="cells models: the move a trace states (I will move RIGHT, the desc CoTs) also gets the cell "
-        "its walk reaches from the prompt grid's start, as an answer's moves do; saved with the model",
-    )
-    p.add_argument(
-        "--cell-player",
-        action="store_true",
-        default=None,
-        help="cells models: a desc map's cells (row R, column C) get their row and column and its player "
-        "starts the walk; with --cell-grids next and --cell-trace-moves, the token of a redrawn grid that "
-        "predicts the cell the stated moves reached gets a player flag; saved with the model",
-    )
-    p.add_argument(
-        "--cell-order",
-        action="store_true",
-        default=None,
-        help="cells models: a cell's row and column also enter as numbers (one learned linear map), so that "
-        "the model can compare them (the goal is below the player); saved with the model",
-    )
-    p.add_argument(
-        "--cell-tables",
-        action="store_true",
-        default=None,
-        help="cells models: a table map's cells (| Row R | @ | _ |) get their row and column as a grid's do: "
-        "the prompt's table starts the walk, and --cell-grids says what the tables a table CoT redraws get; "
-        "saved with the model",
-    )
-    p.add_argument(
-        "--prompt",
-        choices=PROMPTS,
-        help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
-        f"run.json): {PROMPT_HELP}",
-    )
-    p.add_argument(
-        "--preset",
-        choices=("scratch", "paper", "paper-code"),
-        help="scratch (default for named sizes and lakeshift's base models: lr 3e-3, batch 32, 3 epochs); "
-        "paper (default for checkpoints): "
-        "Table 8 as printed: 10 epochs, batch 1, gradient accumulation 1, 10 warmup steps, lr 1e-5, "
-        "weight decay 0.01, AdamW, bf16; "
-        "paper-code: the same with gradient accumulation 2, as the paper's code",
-    )
-    p.add_argument("--epochs", type=positive_float, help="passes over the data (> 0)")
-    p.add_argument(
-        "--max-steps", type=positive_int, help="stop after this many optimizer steps (overrides --epochs)"
-    )
-    p.add_argument(
-        "--max-minutes",
-        type=positive_float,
-        help="training time budget: stop (and save) after this many minutes, whatever the epoch; "
-        "after warmup the learning rate decays linearly to zero with the clock (equal budgets for formats "
-        "of different lengths, each fully annealed)",
-    )
-    p.add_argument("--batch-size", type=positive_int, help="per-device batch size")
-    p.add_argument(
-        "--global-batch-size",
-        type=positive_int,
-        help="maps per optimizer step over all processes: sets the per-device batch to N / (processes x "
-        "gradient accumulation), which must divide exactly (same recipe on 1 or 8 GPUs)",
-    )
-    p.add_argument("--grad-accum", type=positive_int, help="gradient accumulation steps")
-    p.add_argument("--lr", type=positive_float, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=nonnegative_int)
-    p.add_argument("--weight-decay", type=nonnegative_float)
-    p.add_argument("--seed", type=seed, default=0, help="0 .. 2**32 - 1 (numpy's range; default 0)")
-    p.add_argument("--limit", type=positive_int, help="train on the first N records only")
-    p.add_argument("--sizes", type=_sizes, help="train on maps of these sizes only, e.g. 3,4")
-    p.add_argument("--lora", action="store_true", help="LoRA adapters (peft) instead of full fine-tuning")
-    p.add_argument("--lora-r", type=positive_int, default=16)
-    p.add_argument("--lora-alpha", type=positive_int, default=32)
-    p.add_argument(
-        "--bf16",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="bf16 mixed precision (default: on with a GPU or a CPU with native bf16)",
-    )
-    p.add_argument(
-        "--gradient-checkpointing",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="default: on for checkpoints on a GPU, off otherwise (2x slower for small models)",
-    )
-    p.add_argument(
-        "--max-length", type=positive_int, help="truncate conversations to N tokens (default: never)"
-    )
-    p.add_argument(
-        "--save-steps", type=positive_int, help="checkpoint every N steps (default: ~5 per run, last 2 kept)"
-    )
-    p.add_argument("--logging-steps", type=positive_int)
-    p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
+    add_arguments(p, TrainOptions, defaults=dict.fromkeys(("prompt", *SFT_ONLY)))
     _register_grpo_options(p)
     p.set_defaults(handler=_train)
 
 
-# Options of --method grpo only (argparse default None, so a stray one under --method sft is refused).
-GRPO_ONLY = ("reward", "num_generations", "max_completion_length", "temperature", "top_p", "beta")
-# SFT options that GRPO does not take.
-SFT_ONLY = ("preset", "max_length", "global_batch_size", *OPTIONS)
+# Options of --method grpo only (argparse default None, so a stray one under --method sft is refused), and
+# the SFT options that GRPO does not take (the same, the other way round).
+GRPO_ONLY = tuple(n for n in options_of(GrpoOptions) if n not in options_of(TrainOptions))
+SFT_ONLY = tuple(n for n in options_of(TrainOptions) if n not in options_of(GrpoOptions))
 
 
 def _register_grpo_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "reinforcement learning (--method grpo)",
         "GRPO after SFT with trl's GRPOTrainer; --model must already generate (a run folder or checkpoint); "
-        "the rewards are lakeshift's scorer (lakeshift.rewards); --batch-size counts completions per device "
-        "(default: --num-generations, one prompt per step); --epochs passes over the prompts (default 1); "
-        "--lr default 1e-4 for runs of the named sizes, 1e-6 otherwise",
+        "the rewards are lakeshift's scorer (lakeshift.models.rewards); --batch-size counts completions per "
+        "device (default: --num-generations, one prompt per step); --epochs passes over the prompts "
+        "(default 1); --lr default 1e-4 for runs of the named sizes, 1e-6 otherwise",
     )
     g.add_argument(
         "--method",
@@ -321,33 +181,16 @@ def _register_grpo_options(p: argparse.ArgumentParser) -> None:
         default="sft",
         help="sft (default): supervised fine-tuning; grpo: reinforcement learning from --model",
     )
-    g.add_argument(
-        "--reward",
-        help="rewards and weights: success,format,progress (weight 1 each; the default) or "
-        "success=1,progress=0.5; names: success, format (a readable \\boxed{} list), progress (partial "
-        "credit), optimal (success in the fewest moves), faithful (the trace's maps agree with the moves)",
-    )
-    g.add_argument(
-        "--num-generations", type=positive_int, help="completions sampled per prompt (>= 2, default 8)"
-    )
-    g.add_argument(
-        "--max-completion-length",
-        type=positive_int,
-        help="tokens per completion (default: 1.25 x the longest reference completion + 16)",
-    )
-    g.add_argument("--temperature", type=positive_float, help="sampling temperature (default 1.0)")
-    g.add_argument("--top-p", type=probability, help="nucleus sampling (default 1.0)")
-    g.add_argument("--beta", type=nonnegative_float, help="KL coefficient to the initial model (default 0)")
+    add_arguments(g, GrpoOptions, GRPO_ONLY, defaults=dict.fromkeys(GRPO_ONLY))
 
 
 def _train(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, output_lock
     from lakeshift.models.registry import is_run_folder
-    from lakeshift.models.train import options_from_dict, train
+    from lakeshift.models.train import train
 
     values = vars(args)
     if args.method == "grpo":
-        from lakeshift.models.grpo import options_from_dict as grpo_options
         from lakeshift.models.grpo import resolve_grpo, train_grpo
 
         for key in SFT_ONLY:
@@ -355,7 +198,7 @@ def _train(args: argparse.Namespace) -> int:
                 raise LakeshiftError(
                     f"--{key.replace('_', '-')} is an SFT option; --method grpo does not take it"
                 )
-        options: Any = grpo_options(values)
+        options: Any = from_values(GrpoOptions, values)
         resolve_grpo(options)  # every bad input fails here, before the output folder is touched
         run_training: Callable[[Any], Path] = train_grpo
     else:
@@ -364,7 +207,7 @@ def _train(args: argparse.Namespace) -> int:
                 raise LakeshiftError(
                     f"--{key.replace('_', '-')} is a --method grpo option (this is --method sft)"
                 )
-        options = options_from_dict({**values, "prompt": args.prompt or "mirage"})
+        options = from_values(TrainOptions, values)
         run_training = train
     data = Path(args.data)
     split_dir = data / args.split
@@ -419,8 +262,12 @@ def _register_predict(subparsers: Any) -> None:
     p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf")
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="id-test")
-    p.add_argument("--input", dest="input_format", choices=INPUTS, help="default: the run's (run.json)")
-    p.add_argument("--cot", dest="cot_format", choices=COTS, help="default: the run's (run.json), else none")
+    p.add_argument(
+        "--input", dest="input_format", choices=INPUT_FORMATS, help="default: the run's (run.json)"
+    )
+    p.add_argument(
+        "--cot", dest="cot_format", choices=COT_FORMATS, help="default: the run's (run.json), else none"
+    )
     p.add_argument(
         "--prompt",
         choices=PROMPTS,
@@ -434,7 +281,7 @@ def _register_predict(subparsers: Any) -> None:
         "its own file: --out P.jsonl writes P.shard-I-of-N.jsonl; run N workers at once and score or report "
         "the N files together (`lakeshift score --predictions P.shard-*.jsonl`)",
     )
-    p.add_argument("--sizes", type=_sizes, help="maps of these sizes only, e.g. 7,8")
+    p.add_argument("--sizes", type=parse_sizes, help="maps of these sizes only, e.g. 7,8")
     p.add_argument(
         "--per-size",
         type=positive_int,
@@ -491,7 +338,7 @@ def _run_record(model: str) -> dict[str, Any]:
     from lakeshift.models.registry import RUN_FILE, run_folder, run_record
 
     record = run_record(model)
-    for key, allowed in (("input_format", INPUTS), ("cot_format", COTS), ("prompt", PROMPTS)):
+    for key, allowed in (("input_format", INPUT_FORMATS), ("cot_format", COT_FORMATS), ("prompt", PROMPTS)):
         if record.get(key) is not None and record[key] not in allowed:
             run = run_folder(Path(model)) or Path(model)
             raise LakeshiftError(
@@ -505,7 +352,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     shard = None
     if args.shard is not None:
-        from lakeshift.shards import parse_shard, shard_path
+        from lakeshift.scoring.shards import parse_shard, shard_path
 
         shard = parse_shard(args.shard)
         args.out = str(shard_path(args.out, *shard))  # each shard its own file (and its own lock)

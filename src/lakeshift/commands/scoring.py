@@ -112,7 +112,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, jsonl_has_fields, write_jsonl
     from lakeshift.report import fmt_summary
     from lakeshift.scoring import load_scoring_maps, score_predictions, summarize
-    from lakeshift.shards import read_prediction_set
+    from lakeshift.scoring.shards import read_prediction_set
 
     paths = predictions_paths(args.predictions)
     if args.out:
@@ -127,20 +127,20 @@ def cmd_score(args: argparse.Namespace) -> int:
     preds = read_prediction_set(paths, maps, strict=args.strict, maps_path=args.maps)
     records = list(score_predictions(maps, preds, compat=args.compat, check_trace=not args.no_faithfulness))
     if args.out:
-        write_jsonl(args.out, records)
+        write_jsonl(args.out, (r.to_json() for r in records))
     summary = summarize(records)
     print(
         f"{paths[0] if len(paths) == 1 else f'{len(paths)} files ({paths[0]}, ...)'}: "
         f"{len(preds.predictions)} predictions for {len(maps)} maps"
         + (f" (compat {args.compat})" if args.compat else "")
     )
-    decodings = sorted({r["decoding"] for r in records if r.get("decoding")})
+    decodings = sorted({r.decoding for r in records if r.decoding})
     if decodings:
         print(f"decoding: {', '.join(decodings)}")
     print(fmt_summary(summary))
-    traced = [r for r in records if r.get("trace_faithful") is not None]
+    traced = [r.trace for r in records if r.trace is not None and r.trace.faithful is not None]
     if traced:
-        faithful = sum(bool(r["trace_faithful"]) for r in traced)
+        faithful = sum(bool(t.faithful) for t in traced)
         print(f"CoT faithfulness: {faithful}/{len(traced)} traces match the true states and the answer")
     problems = []
     if preds.malformed:
@@ -201,9 +201,9 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
     Raises:
         LakeshiftError: ``runs_dir`` is missing, holds no predictions file, or a file's maps cannot be found.
     """
-    from lakeshift.analysis import COT_ORDER, INPUT_ORDER
     from lakeshift.report import RunInput
-    from lakeshift.shards import shard_of, unsharded_stem
+    from lakeshift.report.analysis import COT_ORDER, INPUT_ORDER
+    from lakeshift.scoring.shards import shard_of, unsharded_stem
 
     if not runs_dir.is_dir():
         raise LakeshiftError(f"{runs_dir}: no such folder")
@@ -248,9 +248,8 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from lakeshift import references
     from lakeshift.io import check_output
-    from lakeshift.report import build_report, terminal_summary
+    from lakeshift.report import build_report, references, terminal_summary
 
     # An unknown --reference fails before any scoring.
     reference = references.load(args.reference) if args.reference else None
@@ -292,10 +291,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from lakeshift.baselines import baseline_predictions
     from lakeshift.io import write_jsonl
     from lakeshift.report import fmt_summary
     from lakeshift.scoring import Prediction, PredictionsFile, load_scoring_maps, score_predictions, summarize
+    from lakeshift.scoring.baselines import baseline_predictions
 
     if args.cot is not None:
         from lakeshift.traces import COT_FORMATS

@@ -10,7 +10,7 @@ Importing this module registers the dataset with ``reasoning_gym.register_datase
 
 Entries
 -------
-Entry ``i`` is map ``i`` of lakeshift's generator (:func:`lakeshift.generate.generate_map`) for the split
+Entry ``i`` is map ``i`` of lakeshift's generator (:func:`lakeshift.data.generate.generate_map`) for the split
 ``lakeshift_frozenlake`` with the given seed: grid sizes ``min_grid_size..max_grid_size`` take turns
 (``size = min_grid_size + i % (number of sizes)``), holes with probability ``hole_prob``, start and goal
 uniform on a solvable map with ``min_d_inf <= d_inf <= max_d_inf`` (``None``: up to ``n - 1``). An entry
@@ -50,11 +50,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakeshift import formats, prompts, traces
+from lakeshift import formats, traces
+from lakeshift.data.generate import Group, SplitSpec, generate_map, validate_group
+from lakeshift.data.suites import map_from_record
 from lakeshift.errors import LakeshiftError
-from lakeshift.generate import Group, SplitSpec, generate_map, validate_group
+from lakeshift.formats import prompts
 from lakeshift.scoring import score_output, scoring_map
-from lakeshift.suites import map_from_record
+from lakeshift.traces import BOXED
 
 try:
     from reasoning_gym.coaching import BaseCurriculum, RangeAttributeDefinition
@@ -71,7 +73,6 @@ DATASET_NAME = "lakeshift_frozenlake"
 FAILURE_CREDIT = 0.5
 #: Curriculum levels of ``grid_size``.
 GRID_SIZE_LEVELS: tuple[int, ...] = (3, 4, 5, 6, 7, 8, 9, 10)
-_BOX = "\\boxed{"
 
 
 def _is_int(value: Any) -> bool:
@@ -171,7 +172,7 @@ class FrozenLakeDataset(ProceduralDataset):
             return 0.0
         metadata = entry["metadata"]
         sm = scoring_map(metadata["map"], f"{DATASET_NAME} entry {metadata.get('source_index')}")
-        text = answer if _BOX in answer else _BOX + answer + "}"
+        text = answer if BOXED in answer else BOXED + answer + "}"
         scored = score_output(sm, text, check_trace=False)
         if scored.success:
             return 1.0

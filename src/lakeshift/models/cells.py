@@ -1,11 +1,11 @@
 r"""Row and column embeddings for map cells (position coupling), a named-size option: ``--model mini-cells``.
 
 A small model trained from scratch reads a grid badly: to know which cell of ``Grid:\nX  G  .\n.  P  .``
-is at row 2, column 2 it must count newlines and cells in a 1-D sequence (RESULTS.md, "Base models and
-cell embeddings", measures what the embeddings below change). Position coupling (Cho et al. 2024) gives
-every token that *is* a cell the embedding of its row and of its
-column, added to its token embedding, so "the cell at (2,2)" and the coordinate token ``(2,2)`` share a
-vector and attention can match them directly:
+is at row 2, column 2 it must count newlines and cells in a 1-D sequence (docs/results/history.md, "Base
+models and cell embeddings", measures what the embeddings below change). Position coupling (Cho et al.
+2024) gives every token that *is* a cell the embedding of its row and of its column, added to its token
+embedding, so "the cell at (2,2)" and the coordinate token ``(2,2)`` share a vector and attention can
+match them directly:
 
 - the cells of the first grid of the sequence (the map of the ``grid`` input format: rows of ``.PGX``
   cells, the first of each row a bare character, the others with their two spaces; a grid starts at the
@@ -47,7 +47,7 @@ The rule is causal: a token's row and column depend only on it and the tokens be
 (which has no later tokens) gives every token what training gave it.
 
 Why the walk: without it a model that knows where the goal is does not know which cell its answer has
-reached, and walks into holes (RESULTS.md, "Base models and cell embeddings").
+reached, and walks into holes (docs/results/history.md, "Base models and cell embeddings").
 
 A move's cell depends on the moves before it: generation feeds each step's tokens to a :class:`CellWalker` per
 sequence, which gives them what the whole sequence's rule gives them in training. With ``cell_grids: first``

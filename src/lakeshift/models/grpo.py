@@ -4,7 +4,7 @@
 --reward success,format,progress`` continues a model that can already generate (a lakeshift run folder,
 a checkpoint folder or a hub id; a named size such as ``tiny`` is a random model and is refused) with Group
 Relative Policy Optimization: for every prompt of the training split's SFT file it samples
-``--num-generations`` completions, scores each with :mod:`lakeshift.rewards` (lakeshift's own scorer:
+``--num-generations`` completions, scores each with :mod:`lakeshift.models.rewards` (lakeshift's own scorer:
 success, format, progress, optimal, faithful, weighted), and pushes up the ones better than their group's
 mean.
 
@@ -46,10 +46,11 @@ from typing import Any
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.models import cells
-from lakeshift.models.data import SftSet, load_images, load_sft, prompt_turns, reference_completion
+from lakeshift.models.data import PROMPTS, SftSet, load_images, load_sft, prompt_turns, reference_completion
 from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model, run_record
+from lakeshift.models.rewards import parse_rewards, trl_reward_funcs
 from lakeshift.models.train import RunOptions
-from lakeshift.rewards import parse_rewards, trl_reward_funcs
+from lakeshift.options import option
 
 METHODS = ("sft", "grpo")
 #: Learning rates when ``--lr`` is not given: named-size runs were trained from scratch at 1e-3.
@@ -70,27 +71,29 @@ GRPO_CONFIG_KEYS = (
 class GrpoOptions(RunOptions):
     """Everything ``lakeshift train --method grpo`` accepts (``None``: a default described in the module)."""
 
-    prompt: str | None = None
-    reward: str = "success,format,progress"
-    num_generations: int = 8
-    max_completion_length: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    beta: float = 0.0
-
-
-def options_from_dict(values: dict[str, Any]) -> GrpoOptions:
-    """A :class:`GrpoOptions` from a dict (argparse namespace vars), ignoring unrelated keys and ``None``
-    for options that have a non-``None`` default."""
-    fields = {f.name: f for f in dataclasses.fields(GrpoOptions)}
-    kwargs = {}
-    for key, value in values.items():
-        if key not in fields:
-            continue
-        if value is None and fields[key].default is not None:
-            continue
-        kwargs[key] = value
-    return GrpoOptions(**kwargs)
+    prompt: str | None = option(choices=PROMPTS, study=True)
+    reward: str = option(
+        "success,format,progress",
+        help="rewards and weights: success,format,progress (weight 1 each; the default) or "
+        "success=1,progress=0.5; names: success, format (a readable \\boxed{} list), progress (partial "
+        "credit), optimal (success in the fewest moves), faithful (the trace's maps agree with the moves)",
+        study=True,
+    )
+    num_generations: int = option(
+        8, rule="positive_int", help="completions sampled per prompt (>= 2, default 8)", study=True
+    )
+    max_completion_length: int | None = option(
+        rule="positive_int",
+        help="tokens per completion (default: 1.25 x the longest reference completion + 16)",
+        study=True,
+    )
+    temperature: float = option(
+        1.0, rule="positive_float", help="sampling temperature (default 1.0)", study=True
+    )
+    top_p: float = option(1.0, rule="probability", help="nucleus sampling (default 1.0)", study=True)
+    beta: float = option(
+        0.0, rule="nonnegative_float", help="KL coefficient to the initial model (default 0)", study=True
+    )
 
 
 def check_init_model(model: str) -> ModelSpec:
@@ -114,7 +117,8 @@ def resolve_grpo(opts: GrpoOptions) -> tuple[GrpoOptions, ModelSpec, dict[str, A
     and the reward weights.
 
     Raises:
-        LakeshiftError: any bad input (see :func:`check_init_model`, :func:`lakeshift.rewards.parse_rewards`).
+        LakeshiftError: any bad input (see :func:`check_init_model`,
+            :func:`lakeshift.models.rewards.parse_rewards`).
     """
     weights = parse_rewards(opts.reward, cot=opts.cot_format)
     if opts.num_generations < 2:
@@ -122,9 +126,9 @@ def resolve_grpo(opts: GrpoOptions) -> tuple[GrpoOptions, ModelSpec, dict[str, A
             f"--num-generations {opts.num_generations}: GRPO compares completions of the same prompt, "
             "so it needs at least 2"
         )
-    for option, value in (("--temperature", opts.temperature), ("--top-p", opts.top_p)):
+    for flag, value in (("--temperature", opts.temperature), ("--top-p", opts.top_p)):
         if not value > 0:
-            raise LakeshiftError(f"{option} {value}: must be > 0 (GRPO samples its completions)")
+            raise LakeshiftError(f"{flag} {value}: must be > 0 (GRPO samples its completions)")
     spec = check_init_model(opts.model)
     check_modality(spec, opts.input_format)
     init = run_record(opts.model)  # RUN/model and RUN/checkpoint-N are RUN's: its prompt and recipe
@@ -155,8 +159,8 @@ def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
     Raises:
         LakeshiftError: the split has no ``maps.jsonl`` or it lacks one of the records' ids.
     """
+    from lakeshift.data.suites import load_maps
     from lakeshift.models.train import _as_parts
-    from lakeshift.suites import load_maps
 
     maps_file = sft.split_dir / "maps.jsonl"
     if not maps_file.is_file():
@@ -190,14 +194,15 @@ def default_completion_length(sft: SftSet, tokenizer: Any) -> int:
 def check_memory(
     spec: ModelSpec, rows: list[dict[str, Any]], hp: dict[str, Any], tokenizer: Any, cuda: bool
 ) -> None:
-    """Refuses, before the model loads, a batch the machine cannot hold (:func:`lakeshift.bounds.grpo_memory`
+    """Refuses, before the model loads, a batch the machine cannot hold
+    (:func:`lakeshift.data.bounds.grpo_memory`
     on the longest prompt plus ``max_completion_length``); a model whose config lacks its shape is not
     checked.
 
     Raises:
         LakeshiftError: the estimate exceeds the free memory of the GPU (or of the machine on a CPU).
     """
-    from lakeshift import bounds
+    from lakeshift.data import bounds
 
     shape = spec.config.get("text_config") or spec.config
     try:

@@ -151,8 +151,9 @@ def predict(
 
     Maps are selected as :func:`~lakeshift.models.data.load_sft` does: ``sizes``, then the first ``per_size``
     of each size, then the first ``limit``, in file order; with ``shard=(i, n)`` only the i-th of n
-    interleaved parts of that selection (:func:`lakeshift.shards.shard_items`; ``out`` is then that
-    shard's own file, see :func:`lakeshift.shards.shard_path`). ``decoding`` names a preset, which replaces
+    interleaved parts of that selection (:func:`lakeshift.scoring.shards.shard_items`; ``out`` is then that
+    shard's own file, see :func:`lakeshift.scoring.shards.shard_path`). ``decoding`` names a preset, which
+    replaces
     ``temperature``, ``top_p`` and ``seed``; ``samples`` answers per map (see the module docstring).
 
     Returns:
@@ -214,7 +215,7 @@ def predict(
         base["selection"] = selection  # the scorer counts missing maps within this subset only
     items = items_from(sft)
     if shard is not None:
-        from lakeshift.shards import shard_items
+        from lakeshift.scoring.shards import shard_items
 
         # Every row keeps the whole selection: the merged shards are scored against all of it.
         base["shard"] = {"index": shard[0], "count": shard[1]}

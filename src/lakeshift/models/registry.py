@@ -6,7 +6,8 @@
 Named sizes are Qwen2-architecture models with random weights and a tokenizer built from the training
 data (structured by default, see :mod:`lakeshift.models.tokenizer`); ``tiny-vl`` is a random Qwen2.5-VL of
 the same spirit that exercises the image path on a CPU. Base models (:data:`BASE_MODELS`) are named sizes
-pretrained by ``lakeshift pretrain`` on map reading and random walks (:mod:`lakeshift.pretrain`) and shipped
+pretrained by ``lakeshift pretrain`` on map reading and random walks (:mod:`lakeshift.models.pretrain`) and
+shipped
 in the package, to be fine-tuned per format.
 """
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.traces import BOXED
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -126,7 +127,7 @@ def structure_pieces() -> list[str]:
     """The pieces every structured vocabulary has, whatever the training data (see the module doc)."""
     numbers = [str(i) for i in range(MAX_NUMBER + 1)]
     coords = [f"({r},{c})" for r in range(1, MAX_MAP_SIZE + 1) for c in range(1, MAX_MAP_SIZE + 1)]
-    pieces = ["\\boxed{", *(f", {m}" for m in MOVES), *(f" {m}" for m in MOVES), *MOVES]
+    pieces = [BOXED, *(f", {m}" for m in MOVES), *(f" {m}" for m in MOVES), *MOVES]
     pieces += [f"  {s}" for s in ".PGX"] + [f" | {s}" for s in "_@*#"] + [" |"]
     pieces += numbers + [f" {n}" for n in numbers] + coords + [f" {c}" for c in coords]
     return pieces
@@ -139,9 +140,9 @@ _LEXICON_MAPS = (("SFH", "FHF", "FFG"), ("FFFG", "FHFF", "SFHF", "FFFF"), ("GFF"
 
 def format_lexicon() -> list[str]:
     """The pieces of every text input x CoT rendering (both prompt variants) of a few fixed maps."""
+    from lakeshift.data.records import sft_records
     from lakeshift.env import FrozenLakeMap
     from lakeshift.formats import INPUT_FORMATS
-    from lakeshift.records import sft_records
     from lakeshift.traces import COT_FORMATS
 
     inputs = tuple(f for f in INPUT_FORMATS if f != "image")

@@ -30,7 +30,6 @@ the SFT file's user message (the paper's setup); ``map-only`` on the map alone (
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -43,9 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.formats import INPUT_FORMATS
 from lakeshift.io import atomic_write, dumps
 from lakeshift.models import cells
-from lakeshift.models.data import SftSet, load_images, load_sft, split_hash
+from lakeshift.models.data import PROMPTS, SftSet, load_images, load_sft, split_hash
 from lakeshift.models.registry import (
     RUN_FILE,
     ModelSpec,
@@ -61,6 +61,8 @@ from lakeshift.models.registry import (
     weights_problem,
 )
 from lakeshift.models.tokenizer import TOKENIZERS, build_tokenizer, message_texts
+from lakeshift.options import option
+from lakeshift.traces import COT_FORMATS
 
 PRESETS: dict[str, dict[str, Any]] = {
     "scratch": {
@@ -87,51 +89,186 @@ PRESETS["paper-code"] = {**PRESETS["paper"], "grad_accum": 2}
 _RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "save_steps", "logging_steps", "resume"}
 
 
+#: The named sizes ``--model`` accepts, for the help of the commands that take one.
+NAMED_HELP = (
+    "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
+    "tiny-cells (the same with row/column embeddings for map cells), mini-cells-shift (mini-cells whose "
+    "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
+    "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
+    "Qwen2.5-VL), "
+    "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks), "
+    "mini-cells-trace-base (mini-cells-base pretrained further on random-walk traces in every CoT format)"
+)
+PROMPT_HELP = (
+    "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
+    "setup); map-only: just the map in the input format (for image input: just the image), rendered from "
+    "<split>/maps.jsonl; for small from-scratch models that cannot use the rule text (9x fewer tokens "
+    "for grid x none, 3x for grid x grid+desc on 3x3-6x6 maps)"
+)
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
+    """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
+    import argparse
+
+    try:
+        return sorted({int(x) for x in text.replace(" ", "").split(",") if x})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated map sizes such as 7,8; got {text!r}"
+        ) from None
+
+
+_CELLS = "cells models: "
+
+
 @dataclass
 class RunOptions:
-    """The options every training method takes (``None`` = take it from the preset or the machine)."""
+    """The options every training method takes (``None`` = take it from the preset or the machine).
 
-    data: str
-    input_format: str
-    cot_format: str
-    model: str
-    out: str
-    split: str = "id-train"
-    epochs: float | None = None
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    batch_size: int | None = None
-    grad_accum: int | None = None
-    lr: float | None = None
-    warmup_steps: int | None = None
-    weight_decay: float | None = None
-    seed: int = 0
-    limit: int | None = None
-    sizes: list[int] | None = None
-    lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    bf16: bool | None = None
-    gradient_checkpointing: bool | None = None
-    save_steps: int | None = None
-    logging_steps: int | None = None
-    resume: bool = False
+    Each field is an :func:`lakeshift.options.option`: its metadata is the ``lakeshift train`` option and,
+    where marked, a key of a study's ``train:`` section and of a pretraining config's ``train:``."""
+
+    data: str = option(required=True, help="folder written by `lakeshift generate`")
+    input_format: str = option(required=True, flag="--input", choices=INPUT_FORMATS)
+    cot_format: str = option(required=True, flag="--cot", choices=COT_FORMATS)
+    model: str = option(
+        required=True,
+        help=f"named size ({NAMED_HELP}), checkpoint folder, or hub id",
+        study=True,
+        pretrain=True,
+    )
+    out: str = option(required=True, help="run folder")
+    split: str = option("id-train", help="training split (default id-train; e.g. embed10-train)", study=True)
+    epochs: float | None = option(
+        rule="positive_float", help="passes over the data (> 0)", study=True, pretrain=True
+    )
+    max_steps: int | None = option(
+        rule="positive_int",
+        help="stop after this many optimizer steps (overrides --epochs)",
+        study=True,
+        pretrain=True,
+    )
+    max_minutes: float | None = option(
+        rule="positive_float",
+        help="training time budget: stop (and save) after this many minutes, whatever the epoch; after "
+        "warmup the learning rate decays linearly to zero with the clock (equal budgets for formats of "
+        "different lengths, each fully annealed)",
+        study=True,
+        pretrain=True,
+    )
+    batch_size: int | None = option(
+        rule="positive_int", help="per-device batch size", study=True, pretrain=True
+    )
+    grad_accum: int | None = option(rule="positive_int", help="gradient accumulation steps", study=True)
+    lr: float | None = option(rule="positive_float", help="peak learning rate", study=True, pretrain=True)
+    warmup_steps: int | None = option(rule="nonnegative_int", study=True, pretrain=True)
+    weight_decay: float | None = option(rule="nonnegative_float", study=True, pretrain=True)
+    seed: int = option(
+        0, rule="seed", help="0 .. 2**32 - 1 (numpy's range; default 0)", study=True, pretrain=True
+    )
+    limit: int | None = option(rule="positive_int", help="train on the first N records only", study=True)
+    sizes: list[int] | None = option(parse=parse_sizes, help="train on maps of these sizes only, e.g. 3,4")
+    lora: bool = option(
+        False, kind="flag", help="LoRA adapters (peft) instead of full fine-tuning", study=True
+    )
+    lora_r: int = option(16, rule="positive_int")
+    lora_alpha: int = option(32, rule="positive_int")
+    bf16: bool | None = option(
+        kind="toggle",
+        help="bf16 mixed precision (default: on with a GPU or a CPU with native bf16)",
+        pretrain=True,
+    )
+    gradient_checkpointing: bool | None = option(
+        kind="toggle", help="default: on for checkpoints on a GPU, off otherwise (2x slower for small models)"
+    )
+    save_steps: int | None = option(
+        rule="positive_int",
+        help="checkpoint every N steps (default: ~5 per run, last 2 kept)",
+        pretrain=True,
+    )
+    logging_steps: int | None = option(rule="positive_int")
+    resume: bool = option(False, kind="flag", help="continue OUT from its last checkpoint")
 
 
 @dataclass
 class TrainOptions(RunOptions):
     """Everything ``lakeshift train`` (supervised) accepts."""
 
-    prompt: str = "mirage"
-    tokenizer: str = "structured"
-    preset: str | None = None
-    global_batch_size: int | None = None
-    max_length: int | None = None
-    cell_grids: str | None = None  # a cells model's ``cell_grids`` (None: the model's own)
-    cell_trace_moves: bool | None = None  # a cells model's ``cell_trace_moves`` (None: the model's own)
-    cell_player: bool | None = None  # a cells model's ``cell_player`` (None: the model's own)
-    cell_order: bool | None = None  # a cells model's ``cell_order`` (None: the model's own)
-    cell_tables: bool | None = None  # a cells model's ``cell_tables`` (None: the model's own)
+    prompt: str = option(
+        "mirage",
+        choices=PROMPTS,
+        help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
+        f"run.json): {PROMPT_HELP}",
+        study=True,
+    )
+    tokenizer: str = option(
+        "structured",
+        choices=TOKENIZERS,
+        help="named sizes: structured (default: one token per cell, move, word, number) or char "
+        "(one per character); ignored for checkpoints, which bring their own",
+        study=True,
+    )
+    preset: str | None = option(
+        choices=tuple(PRESETS),
+        help="scratch (default for named sizes and lakeshift's base models: lr 3e-3, batch 32, 10 epochs); "
+        "paper (default for checkpoints): "
+        "Table 8 as printed: 10 epochs, batch 1, gradient accumulation 1, 10 warmup steps, lr 1e-5, "
+        "weight decay 0.01, AdamW, bf16; "
+        "paper-code: the same with gradient accumulation 2, as the paper's code",
+        study=True,
+    )
+    global_batch_size: int | None = option(
+        rule="positive_int",
+        help="maps per optimizer step over all processes: sets the per-device batch to N / (processes x "
+        "gradient accumulation), which must divide exactly (same recipe on 1 or 8 GPUs)",
+    )
+    max_length: int | None = option(
+        rule="positive_int", help="truncate conversations to N tokens (default: never)", study=True
+    )
+    # A cells model's own settings unless given (None); saved with the model.
+    cell_grids: str | None = option(
+        choices=cells.GRIDS,
+        help="cells models (mini-cells*, mini-cells-base): which grids of a sequence get row and column "
+        "embeddings: first (the prompt's map; "
+        "the default of mini-cells and mini-cells-base) or every (also each map a grid CoT redraws; the "
+        "default of mini-cells-shift and mini-cells-compose) or next (as every, but a redrawn cell gets the "
+        "row and column of the cell it predicts, the one after it); saved with the model",
+        study=True,
+        pretrain=True,
+    )
+    cell_trace_moves: bool | None = option(
+        kind="flag",
+        help=_CELLS
+        + "the move a trace states (I will move RIGHT, the desc CoTs) also gets the cell its walk "
+        "reaches from the prompt grid's start, as an answer's moves do; saved with the model",
+        study=True,
+        pretrain=True,
+    )
+    cell_player: bool | None = option(
+        kind="flag",
+        help=_CELLS + "a desc map's cells (row R, column C) get their row and column and its player starts "
+        "the walk; with --cell-grids next and --cell-trace-moves, the token of a redrawn grid that predicts "
+        "the cell the stated moves reached gets a player flag; saved with the model",
+        study=True,
+        pretrain=True,
+    )
+    cell_order: bool | None = option(
+        kind="flag",
+        help=_CELLS + "a cell's row and column also enter as numbers (one learned linear map), so that the "
+        "model can compare them (the goal is below the player); saved with the model",
+        study=True,
+        pretrain=True,
+    )
+    cell_tables: bool | None = option(
+        kind="flag",
+        help=_CELLS + "a table map's cells (| Row R | @ | _ |) get their row and column as a grid's do: the "
+        "prompt's table starts the walk, and --cell-grids says what the tables a table CoT redraws get; "
+        "saved with the model",
+        study=True,
+        pretrain=True,
+    )
 
 
 #: The smallest hidden size for which bf16 autocast pays on a CPU with native bf16 (see the module doc).
@@ -936,9 +1073,3 @@ def _model_and_processing(
     dtype = torch.bfloat16 if cuda else torch.float32
     processing = load_processing(spec)
     return load_model(spec, dtype=dtype), processing
-
-
-def options_from_dict(values: dict[str, Any]) -> TrainOptions:
-    """A :class:`TrainOptions` from a dict (argparse namespace vars), ignoring unrelated keys."""
-    names = {f.name for f in dataclasses.fields(TrainOptions)}
-    return TrainOptions(**{k: v for k, v in values.items() if k in names})

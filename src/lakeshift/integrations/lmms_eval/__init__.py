@@ -17,7 +17,8 @@ one group ``frozenlake_<split>`` per split holding its tasks. A task's documents
 ``maps.jsonl`` records (``maps/<split>.jsonl`` in the folder, loaded with lmms-eval's ``json`` builder); the
 shipped ones are ``lakeshift generate --suite paper`` with seed 0.
 
-* Prompt: exactly what ``lakeshift predict`` sends (:func:`lakeshift.records.prompt_messages`, Mirage's test
+* Prompt: exactly what ``lakeshift predict`` sends (:func:`lakeshift.data.records.prompt_messages`,
+Mirage's test
   prompt): text input puts the rendered map in it; image input is the gymnasium frame of the map
   (:func:`lakeshift.formats.image.render_image`). ``doc_to_text`` keeps Mirage's ``<image>`` placeholder
   (the Qwen2.5-VL wrappers put the image first and drop it); ``doc_to_messages`` (chat models) puts the
@@ -42,11 +43,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakeshift import prompts, records, traces
+from lakeshift import traces
+from lakeshift.data import records
+from lakeshift.data.suites import load_maps, map_from_record
 from lakeshift.errors import LakeshiftError
-from lakeshift.formats import INPUT_FORMATS
+from lakeshift.formats import INPUT_FORMATS, prompts
 from lakeshift.scoring import score_output, scoring_map
-from lakeshift.suites import load_maps, map_from_record
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 #: The paper suite's test splits, one group each.
@@ -254,7 +256,7 @@ def task_files(maps_by_split: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict
 
 def paper_maps(splits: Sequence[str] = SPLITS, seed: int = 0) -> dict[str, list[dict[str, Any]]]:
     """The maps of the paper suite's ``splits``, as ``lakeshift generate --suite paper --seed SEED`` makes."""
-    from lakeshift.suites import build_suite, paper_suite
+    from lakeshift.data.suites import build_suite, paper_suite
 
     with tempfile.TemporaryDirectory() as tmp:
         build_suite(
@@ -293,7 +295,7 @@ def write_tasks(out: str | Path, maps_by_split: Mapping[str, Sequence[Mapping[st
 # --------------------------------------------------------------------------------------------------------
 def _vocabulary_texts() -> list[str]:
     """Prompts in every input format and completions in every CoT, on maps of sizes 3 to 10."""
-    from lakeshift.generate import Group, SplitSpec, generate_map
+    from lakeshift.data.generate import Group, SplitSpec, generate_map
 
     texts = [prompts.SYSTEM_PROMPT]
     for size in range(3, 11):

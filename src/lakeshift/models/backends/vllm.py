@@ -23,7 +23,7 @@ from lakeshift.models.tokenizer import IM_END
 
 INSTALL_HINT = (
     "the vllm backend needs vLLM, which pins its own torch and transformers: install it into a separate "
-    "environment on a GPU machine (pip install 'lakeshift[vllm]'; see the README, section vLLM), or use "
+    "environment on a GPU machine (pip install 'lakeshift[vllm]'; see docs/scale-out.md, vLLM), or use "
     "--backend hf"
 )
 # Answers are written after each chunk; vLLM schedules a chunk as one big continuous batch.

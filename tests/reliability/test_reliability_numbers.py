@@ -1,0 +1,200 @@
+"""Issue 10, class 4: every number is validated before any work, on the command line and in YAML configs.
+
+Each bad value is one line naming the option (or file, line and key), exit status 2, no traceback, and
+nothing written: no run folder, no data folder, no stage marker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lakeshift.cli import main
+from lakeshift.commands import nonnegative_int, positive_float, positive_int, probability
+from lakeshift.config import number_problem
+
+TRAIN = ["train", "--data", "DATA", "--input", "grid", "--cot", "none", "--model", "micro", "--out", "OUT"]
+PREDICT = ["predict", "--model", "MODEL", "--data", "DATA", "--out", "OUT"]
+GENERATE = ["generate", "--out", "OUT", "--split", "s", "--no-images", "--workers", "1"]
+
+BAD_OPTIONS = [
+    (TRAIN, "--batch-size", "0"),
+    (TRAIN, "--batch-size", "-2"),
+    (TRAIN, "--grad-accum", "0"),
+    (TRAIN, "--max-steps", "0"),  # used to mean "no limit": trained 3 epochs
+    (TRAIN, "--max-steps", "-5"),
+    (TRAIN, "--epochs", "0"),  # used to save an untrained model
+    (TRAIN, "--epochs", "-1"),
+    (TRAIN, "--epochs", "nan"),
+    (TRAIN, "--lr", "0"),
+    (TRAIN, "--lr", "-1e-3"),
+    (TRAIN, "--lr", "inf"),
+    (TRAIN, "--save-steps", "0"),
+    (TRAIN, "--logging-steps", "0"),
+    (TRAIN, "--limit", "0"),
+    (TRAIN, "--max-minutes", "0"),
+    (TRAIN, "--warmup-steps", "-1"),
+    (TRAIN, "--weight-decay", "-0.1"),
+    (TRAIN, "--max-length", "0"),
+    (TRAIN, "--seed", "-1"),  # numpy's seed range: a traceback inside the trainer before
+    (PREDICT, "--seed", str(2**32)),
+    (PREDICT, "--limit", "0"),
+    (PREDICT, "--per-size", "-1"),
+    (PREDICT, "--max-new-tokens", "0"),
+    (PREDICT, "--max-new-tokens", "ten"),
+    (PREDICT, "--batch-size", "0"),
+    (PREDICT, "--top-p", "0"),
+    (PREDICT, "--top-p", "1.01"),
+    (PREDICT, "--top-p", "-0.5"),
+    (PREDICT, "--temperature", "-1"),
+    (PREDICT, "--concurrency", "0"),
+    (PREDICT, "--timeout", "0"),
+    (["report", "RUNS", "--out", "OUT"], "--examples", "-1"),
+    ([*GENERATE, "--sizes", "3"], "--count", "0"),
+    ([*GENERATE, "--count", "3"], "--sizes", "1"),
+    ([*GENERATE, "--sizes", "3", "--count", "2"], "--hole-prob", "1"),
+    ([*GENERATE, "--sizes", "3", "--count", "2"], "--workers", "0"),
+]
+
+
+def _concrete(argv: list[str], tmp_path: Path) -> list[str]:
+    names = {"DATA": "data", "OUT": "out", "MODEL": "model", "RUNS": "runs"}
+    return [str(tmp_path / names[a]) if a in names else a for a in argv]
+
+
+@pytest.mark.parametrize(("base", "option", "value"), BAD_OPTIONS)
+def test_bad_number_is_one_line_exit_2_before_any_work(
+    base: list[str], option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*_concrete(base, tmp_path), f"{option}={value}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"argument {option}" in err and repr(value) in err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # nothing was written
+
+
+def test_the_console_script_prints_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakeshift.cli", *_concrete(TRAIN, tmp_path), "--max-steps", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "lakeshift train: error: argument --max-steps: must be an integer >= 1, got '0' "
+        "(see lakeshift train --help)\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@given(st.integers(-(10**6), 10**6))
+def test_validators_accept_exactly_their_range(n: int) -> None:
+    for validator, ok in ((positive_int, n >= 1), (nonnegative_int, n >= 0), (positive_float, n > 0)):
+        if ok:
+            assert validator(str(n)) == n
+        else:
+            with pytest.raises(argparse.ArgumentTypeError):
+                validator(str(n))
+    assert number_problem(n, "positive_int") is None if n >= 1 else number_problem(n, "positive_int")
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-2, max_value=2))
+def test_probability_is_the_half_open_unit_interval(p: float) -> None:
+    if 0 < p <= 1:
+        assert probability(repr(p)) == p
+        assert number_problem(p, "probability") is None
+    else:
+        with pytest.raises(argparse.ArgumentTypeError):
+            probability(repr(p))
+        assert number_problem(p, "probability")
+
+
+STUDY = """\
+name: bad
+data:
+  splits:
+    - name: id-train
+      train: true
+      groups:
+        - {{size: 3, count: {count}, hole_prob: 0.2}}
+    - name: id-test
+      groups:
+        - {{size: 3, count: 2, hole_prob: 0.2}}
+  workers: 1
+train:
+  model: micro
+{train}
+predict:
+  splits: [id-test]
+{predict}
+models:
+  - {{input: grid, cot: none}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("count", "train", "predict", "message"),
+    [
+        ("true", "", "", "count must be an integer >= 1, got True"),
+        ("0", "", "", "count must be an integer >= 1, got 0"),
+        ("4", "  batch_size: 0", "", ":14: train.batch_size: must be an integer >= 1, got 0"),
+        ("4", "  max_steps: true", "", ":14: train.max_steps: expected a number, got True"),
+        ("4", "  epochs: 0", "", ":14: train.epochs: must be a number > 0, got 0"),
+        ("4", "  lr: -1e-3", "", ":14: train.lr: must be a number > 0, got '-1e-3'"),
+        ("4", "  grad_accum: -1", "", ":14: train.grad_accum: must be an integer >= 1, got -1"),
+        ("4", "", "  max_new_tokens: 0", ":17: predict.max_new_tokens: must be an integer >= 1, got 0"),
+        ("4", "", "  per_size: 0", ":17: predict.per_size: must be an integer >= 1, got 0"),
+        ("4", "", "  limit: true", ":17: predict.limit: expected a number, got True"),
+    ],
+)
+def test_bad_numbers_in_a_study_name_file_line_and_key(
+    count: str, train: str, predict: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(count=count, train=train, predict=predict))
+    workdir = tmp_path / "work"
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not workdir.exists()
+
+
+def test_report_examples_zero_is_kept_not_replaced_by_the_default(tmp_path: Path) -> None:
+    from lakeshift.studies import load_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(count=4, train="", predict="") + "report:\n  examples: 0\n")
+    report = load_study(path, tmp_path / "work").stages[-1]
+    assert report.argv[report.argv.index("--examples") + 1] == "0"
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        ("{size: 3, count: true, hole_prob: 0.2}", "count must be an integer >= 1, got True"),
+        ("{size: 3, count: 0, hole_prob: 0.2}", "count must be an integer >= 1, got 0"),
+        ("{size: true, count: 2, hole_prob: 0.2}", "size must be an integer >= 2, got True"),
+        ("{size: 3, count: 2, hole_prob: true}", "hole probability must be in [0, 1), got True"),
+        ("{size: 3, count: 2, hole_prob: 0.2, d_inf_min: 1.5}", "d_inf_min must be an integer, got 1.5"),
+    ],
+)
+def test_bad_numbers_in_a_suite_file(
+    group: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(textwrap.dedent(f"splits:\n  - name: s\n    groups:\n      - {group}\n"))
+    out = tmp_path / "out"
+    assert main(["generate", "--suite", str(suite), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()

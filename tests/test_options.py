@@ -1,0 +1,131 @@
+"""Options declared once (lakeshift.options): ``lakeshift train``'s command line, a study's ``train:``
+sections and a pretraining config's ``train:`` are made from the same dataclass fields, so they accept and
+refuse the same values, and a study writes a command line that parses back to the options it meant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakeshift.cli import check_argv
+from lakeshift.config import NUMBER_RULES, load_yaml, number_problem
+from lakeshift.errors import LakeshiftError
+from lakeshift.models.grpo import GrpoOptions
+from lakeshift.models.pretrain import TRAIN_KEYS as PRETRAIN_KEYS
+from lakeshift.models.train import TrainOptions
+from lakeshift.options import check_config, from_values, options_of, to_argv
+from lakeshift.studies.schema import GRPO_TRAIN_KEYS, TRAIN_KEYS
+
+REQUIRED = {"data": "D", "input_format": "grid", "cot_format": "none", "model": "tiny", "out": "R"}
+BAD_NUMBERS = {
+    "positive_int": [0, -3, 2.5, "x"],
+    "nonnegative_int": [-1, 1.5],
+    "positive_float": [0, -0.1, "nan", "fast"],
+    "nonnegative_float": [-1e-9, "x"],
+    "probability": [0, 1.5],
+    "seed": [-1, 2**32],
+}
+
+
+def _config(tmp_path: Path, section: dict[str, Any]) -> Any:
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n" + "".join(f"  {k}: {v!r}\n" for k, v in section.items()))
+    return load_yaml(path)
+
+
+def test_every_rule_has_bad_values_here() -> None:
+    assert set(BAD_NUMBERS) == set(NUMBER_RULES)
+
+
+def _checked(cls: type, names: list[str]) -> list[tuple[type, str]]:
+    """The options of ``names`` whose values are checked: a number rule or choices."""
+    fields = options_of(cls)
+    return [(cls, n) for n in names if fields[n][1].rule is not None or fields[n][1].choices is not None]
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"),
+    _checked(TrainOptions, list(options_of(TrainOptions)))
+    + _checked(GrpoOptions, [n for n in options_of(GrpoOptions) if n not in options_of(TrainOptions)]),
+)
+def test_the_command_line_and_the_configs_refuse_the_same_values(
+    cls: type, name: str, tmp_path: Path
+) -> None:
+    opt = options_of(cls)[name][1]
+    bad: list[Any] = BAD_NUMBERS[opt.rule] if opt.rule is not None else ["bogus"]
+    method = ["--method", "grpo"] if cls is GrpoOptions else []
+    for value in bad:
+        assert number_problem(value, opt.rule) if opt.rule else value not in opt.choices
+        argv = ["train", *method, *to_argv({**REQUIRED, name: value}, cls)]
+        with pytest.raises(LakeshiftError):
+            check_argv(argv)
+        cfg = _config(tmp_path, {name: value})
+        with pytest.raises(LakeshiftError, match=rf"c\.yaml:2: train\.{name}: "):
+            check_config(cfg, cfg.data["train"], cls, list(options_of(cls)), "train")
+
+
+def test_a_config_names_unknown_keys_and_wrong_types(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, {"lr": "1e-3", "lora": 1, "lr_peak": 2})
+    train = cfg.data["train"]
+    with pytest.raises(LakeshiftError, match=r":3: train\.lora: expected true or false, got 1"):
+        check_config(cfg, train, TrainOptions, TRAIN_KEYS, "train")
+    del train["lora"]
+    with pytest.raises(LakeshiftError, match=r":4: train\.lr_peak: unknown key 'lr_peak' \(allowed: "):
+        check_config(cfg, train, TrainOptions, TRAIN_KEYS, "train")
+    del train["lr_peak"]
+    assert check_config(cfg, train, TrainOptions, TRAIN_KEYS, "train") == {"lr": 0.001}  # YAML 1.1's string
+
+
+def test_which_options_each_config_may_set() -> None:
+    assert set(TRAIN_KEYS) == {
+        "model", "split", "preset", "epochs", "max_steps", "batch_size", "grad_accum", "lr", "warmup_steps",
+        "weight_decay", "seed", "limit", "lora", "max_length", "prompt", "max_minutes", "tokenizer",
+        "cell_grids", "cell_trace_moves", "cell_player", "cell_order", "cell_tables",
+    }  # fmt: skip
+    assert set(GRPO_TRAIN_KEYS) == {
+        "split", "seed", "prompt", "reward", "num_generations", "max_completion_length", "temperature",
+        "top_p", "beta", "epochs", "max_steps", "max_minutes", "batch_size", "grad_accum", "lr",
+        "warmup_steps", "weight_decay", "limit", "lora",
+    }  # fmt: skip
+    assert set(PRETRAIN_KEYS) == {
+        "model", "batch_size", "lr", "epochs", "max_minutes", "max_steps", "warmup_steps", "weight_decay",
+        "seed", "bf16", "cell_grids", "cell_trace_moves", "cell_player", "cell_order", "cell_tables",
+        "save_steps",
+    }  # fmt: skip
+
+
+def _value(cls: type, name: str) -> st.SearchStrategy[Any]:
+    f, opt = options_of(cls)[name]
+    if opt.kind == "flag":
+        return st.sampled_from([f.default, True])
+    if opt.kind == "toggle":
+        return st.sampled_from([None, True, False])
+    if opt.choices is not None:
+        return st.sampled_from([f.default, *opt.choices])
+    if opt.rule is not None:
+        kind = NUMBER_RULES[opt.rule][0]
+        number = (
+            st.integers(opt.rule == "positive_int", 2**32 - 1 if opt.rule == "seed" else 10**6)
+            if kind is int
+            else st.floats(min_value=1e-6, max_value=1.0 if opt.rule == "probability" else 1e6)
+        )
+        return st.one_of(st.just(f.default), number)
+    if opt.parse is not None:  # sizes
+        return st.one_of(st.none(), st.lists(st.integers(2, 30), min_size=1, unique=True).map(sorted))
+    return st.one_of(st.just(f.default), st.text("abcdefgh/_.", min_size=1, max_size=8))
+
+
+@pytest.mark.parametrize("cls", [TrainOptions, GrpoOptions])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_options_written_as_a_command_line_parse_back_to_themselves(cls: type, data: st.DataObject) -> None:
+    values = {**REQUIRED}
+    for name in options_of(cls):
+        if name not in REQUIRED:
+            values[name] = data.draw(_value(cls, name), label=name)
+    argv = ["train", *(["--method", "grpo"] if cls is GrpoOptions else []), *to_argv(values, cls)]
+    assert from_values(cls, vars(check_argv(argv))) == from_values(cls, values)
