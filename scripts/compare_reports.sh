@@ -6,24 +6,31 @@
 # usage: scripts/compare_reports.sh REV SUITE SEED PREDICTIONS [lakeshift report options...]
 #   e.g. scripts/compare_reports.sh a06c63c docs/results/cpu-study/suite.json 0 \
 #          docs/results/cpu-study/predictions --reference paper
+# GENERATE_OPTIONS adds options to the maps' `lakeshift generate` (e.g. "--id-source DIR").
 # Exit status 0 when every file is identical (report.html and the SVGs are compared without the lines that
 # hold the time they were made), 1 otherwise.
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n '6,8p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '6,9p' "$0" >&2; exit 2; }
 rev=$1 suite=$2 seed=$3 preds=$4
 shift 4
 work=$(mktemp -d)
 git worktree add --detach "$work/old" "$rev" >/dev/null 2>&1
 trap 'git worktree remove --force "$work/old"; rm -rf "$work"' EXIT
 
-generate=(generate --suite "$suite" --seed "$seed" --inputs grid --cots none --no-images --force)
+# Each run's output goes to a log, shown only when the run fails.
+quietly() { "$@" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 2; }; }
 old() { PYTHONPATH="$work/old/src" python -m lakeshift "$@"; }
-old "${generate[@]}" --out "$work/old-data" >/dev/null
-python -m lakeshift "${generate[@]}" --out "$work/data" >/dev/null
+new() { python -m lakeshift "$@"; }
+where=$(PYTHONPATH="$work/old/src" python -c 'import lakeshift; print(lakeshift.__file__)')
+[[ $where == "$work/old/"* ]] || { echo "$rev's code does not come first on PYTHONPATH ($where)" >&2; exit 2; }
+# shellcheck disable=SC2206  # GENERATE_OPTIONS is a list of words
+generate=(generate --suite "$suite" --seed "$seed" --inputs grid --cots none --no-images --force ${GENERATE_OPTIONS:-})
+quietly old "${generate[@]}" --out "$work/old-data"
+quietly new "${generate[@]}" --out "$work/data"
 status=0
 diff -rq "$work/old-data" "$work/data" || status=1
-old report "$preds" --data "$work/data" --out "$work/old-report" "$@" >/dev/null
-python -m lakeshift report "$preds" --data "$work/data" --out "$work/report" "$@" >/dev/null
+quietly old report "$preds" --data "$work/data" --out "$work/old-report" "$@"
+quietly new report "$preds" --data "$work/data" --out "$work/report" "$@"
 
 # Made-at times: matplotlib's SVG <dc:date>, report.html's generated line.
 strip() { grep -v -e '<dc:date>' -e 'generated' "$1" || true; }
