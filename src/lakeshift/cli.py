@@ -15,7 +15,7 @@ from typing import NoReturn
 from lakeshift._version import __version__
 from lakeshift.errors import LakeshiftError
 
-COMMAND_MODULES = ("data", "scoring", "models", "studies", "integrations")
+COMMAND_MODULES = ("data", "scoring", "report", "models", "studies", "integrations")
 
 
 class _Parser(argparse.ArgumentParser):

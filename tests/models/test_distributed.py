@@ -231,7 +231,7 @@ def test_sharded_predict_merged_equals_unsharded(
     assert len(err) == 1 and "is also in" in err[0] and "overlap" in err[0]
 
     # report: the three shard files are one run.
-    from lakeshift.commands.scoring import find_runs
+    from lakeshift.commands.report import find_runs
 
     (tmp_path / "runs").mkdir()
     shutil.copytree(shards, tmp_path / "runs" / "grid__none")
