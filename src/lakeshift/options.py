@@ -24,10 +24,10 @@ from typing import Any, Literal, TypeVar
 
 from lakeshift.config import SourcedConfig
 
-#: How a value is given on the command line: ``value`` (``--x V``), ``flag`` (``--x`` sets true) or
-#: ``toggle`` (``--x`` / ``--no-x``; unset is ``None``, the machine's or the model's default).
 T = TypeVar("T")
 
+#: How a value is given on the command line: ``value`` (``--x V``), ``flag`` (``--x`` sets true) or
+#: ``toggle`` (``--x`` / ``--no-x``; unset is ``None``, the machine's or the model's default).
 Kind = Literal["value", "flag", "toggle"]
 
 

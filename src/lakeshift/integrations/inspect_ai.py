@@ -50,6 +50,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import load_sft, prompt_turns
 from lakeshift.models.generation import DECODING_PRESETS
 from lakeshift.scoring import COMPAT_MODES, load_scoring_maps, majority_index, score_output
+from lakeshift.traces import boxed
 
 try:
     from inspect_ai import Epochs, Task, task
@@ -210,7 +211,7 @@ def frozenlake_samples(
         samples.append(
             Sample(
                 input=_messages(record, sft.split_dir),
-                target="\\boxed{" + ", ".join(plan) + "}",
+                target=boxed(plan),
                 id=record["id"],
                 metadata={
                     "size": sm.record["size"],

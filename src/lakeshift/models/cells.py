@@ -110,6 +110,7 @@ def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> d
     """
     from lakeshift.env import DELTAS
     from lakeshift.models.tokenizer import MAX_MAP_SIZE
+    from lakeshift.traces import BOXED
 
     vocab = tokenizer.get_vocab()
     walk = {
@@ -137,7 +138,7 @@ def cell_tables(tokenizer: Any, moves: bool = False, compose: bool = False) -> d
         **marker_ids(tokenizer),
         "cell_moves": walk,
         "cell_start": sorted(vocab[piece] for piece in ("P", "  P") if moves and piece in vocab),
-        "cell_box": vocab.get("\\boxed{", -1) if moves else -1,
+        "cell_box": vocab.get(BOXED, -1) if moves else -1,
         **desc_ids(tokenizer),
         **table_ids(tokenizer),
     }

@@ -23,14 +23,19 @@ A study config (see ``configs/studies/*.yaml``)::
     report: {baselines: true}
     train_jobs: 1                      # SFT training stages run at once (see below)
 
+A study may start from another: ``extends: FILE`` takes that study's config, this file's ``data``,
+``train``, ``predict`` and ``report`` keys replacing its keys one by one and the other keys replacing its
+keys whole (:func:`~lakeshift.studies.plan.read_study_config`). The ``train:`` keys are ``lakeshift train``'s
+options, checked by their own declarations (:mod:`lakeshift.options`).
+
 Stages and caching. The plan has one ``generate`` stage, one ``train`` stage per fine-tuned model, one
-``predict`` stage per (model, split) and a final ``report`` stage; each runs the same code as the matching
-CLI subcommand, in process. A stage's key is the hash of its own settings and of the keys of the stages it
-reads; ``WORKDIR/stages/<stage>.json`` records the key of the last completed run. On a rerun a stage whose
-recorded key matches is skipped; one that never completed resumes (``train --resume`` from its last
-checkpoint, ``predict`` skipping finished ids); one whose settings changed is cleared and redone, and so is
-everything downstream of it (their keys include its key). So changing one model's settings retrains and
-re-predicts that model only, then rewrites the report.
+``predict`` stage per (model, split) and a final ``report`` stage; each runs the same code as the matching CLI
+subcommand, in process, with the command line its options give. A stage's key is the hash of its own settings
+and of the keys of the stages it reads; ``WORKDIR/stages/<stage>.json`` records the key of the last completed
+run. On a rerun a stage whose recorded key matches is skipped; one that never completed resumes (``train
+--resume`` from its last checkpoint, ``predict`` skipping finished ids); one whose settings changed is cleared
+and redone, and so is everything downstream of it (their keys include its key). So changing one model's
+settings retrains and re-predicts that model only, then rewrites the report.
 
 The key also holds the code that produces the stage: lakeshift's version and a hash of its source (every
 ``lakeshift/**/*.py``, see :func:`code_identity`). Results made by other code are never served from the
