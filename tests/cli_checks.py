@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from lakeshift.cli import main
+
+#: Mounting a tmpfs (the full-disk cases) needs root.
+ROOT = os.geteuid() == 0
 
 
 def quiet_main(argv: list[str | Path]) -> tuple[int, str]:
@@ -26,3 +34,19 @@ def one_error_line(code: int, err: str, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str = "1M") -> Iterator[Path]:
+    path.mkdir()
+    if not ROOT:
+        pytest.skip("mounting a tmpfs for the full-disk case needs root")
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs at {path}: {result.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)

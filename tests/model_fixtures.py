@@ -7,7 +7,10 @@ train a model to memorise its maps pass ``--prompt map-only`` to keep the conver
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from lakeshift.cli import main
@@ -52,3 +55,67 @@ def generate_split(
     if code != 0:
         raise RuntimeError(f"lakeshift {' '.join(argv)} exited {code}")
     return Path(root) / split
+
+
+class FakeOpenAI:
+    """Answers each prompt with its reference completion; fails the first two requests (500, then 429)."""
+
+    def __init__(self, answers: dict[str, str], failures: tuple[int, ...] = (500, 429)) -> None:
+        self.answers = answers
+        self.failures = list(failures)
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def _send(self, code: int, body: dict, headers: dict | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send(200, {"data": [{"id": "fake"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer.lock:
+                    failure = outer.failures.pop(0) if outer.failures else None
+                    outer.requests.append(
+                        {**body, "failed": failure, "auth": self.headers.get("Authorization")}
+                    )
+                if failure:
+                    self._send(
+                        failure, {"error": "try again"}, {"Retry-After": "0"} if failure == 429 else {}
+                    )
+                    return
+                if body["model"] != "fake":
+                    self._send(400, {"error": {"message": f"model {body['model']} does not exist"}})
+                    return
+                user = body["messages"][1]["content"]
+                key = user if isinstance(user, str) else "image"
+                text = outer.answers.get(key, "\\boxed{UP}")
+                self._send(
+                    200,
+                    {
+                        "choices": [
+                            {"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"completion_tokens": len(text.split())},
+                    },
+                )
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

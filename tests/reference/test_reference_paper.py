@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from test_report_plots import fake_study
+from suite_fixtures import fake_study
 
 from lakeshift.cli import main
 from lakeshift.report.references import KNOWN, load

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_models_openai import FakeOpenAI
+from model_fixtures import FakeOpenAI
 
 from lakeshift.cli import main
 from tests.cli_checks import one_error_line, quiet_main

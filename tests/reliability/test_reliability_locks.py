@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_models_openai import FakeOpenAI
+from model_fixtures import FakeOpenAI
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import lock_path, output_lock

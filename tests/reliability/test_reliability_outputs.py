@@ -9,7 +9,6 @@ binds non-root users only).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -19,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_models_openai import FakeOpenAI
+from cli_checks import ROOT, tmpfs
+from model_fixtures import FakeOpenAI
 
 from lakeshift.cli import main
 from tests.cli_checks import one_error_line
@@ -35,8 +35,6 @@ splits:
     groups:
       - {size: 4, count: 3, hole_prob: 0.1}
 """
-
-ROOT = os.geteuid() == 0
 
 
 # ----- fixtures ---------------------------------------------------------------------------------------------
@@ -77,22 +75,6 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int,
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str = "1M") -> Iterator[Path]:
-    path.mkdir()
-    if not ROOT:
-        pytest.skip("mounting a tmpfs for the full-disk case needs root")
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs at {path}: {result.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_models_openai import FakeOpenAI
+from model_fixtures import FakeOpenAI
 
 from lakeshift.errors import LakeshiftError
 from tests.cli_checks import one_error_line, quiet_main

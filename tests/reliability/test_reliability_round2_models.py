@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_checks import tmpfs
 from model_fixtures import generate_split
-from test_reliability_outputs import tmpfs
 
 from tests.cli_checks import one_error_line, quiet_main
 

@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from model_fixtures import generate_split
-from test_models_openai import FakeOpenAI
-from test_report import make_suite, noisy_predictions
-from test_scoring import map_record, write_jsonl
+from model_fixtures import FakeOpenAI, generate_split
+from suite_fixtures import make_suite, map_record, noisy_predictions, write_jsonl
 
 from lakeshift.cli import main
 from lakeshift.data.suites import load_maps

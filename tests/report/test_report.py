@@ -4,55 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 from pathlib import Path
 
 import pytest
-from test_scoring import make_maps, write_jsonl
+from suite_fixtures import make_suite, noisy_predictions
 
 from lakeshift.env import FrozenLakeMap
 from lakeshift.report import RunInput, build_report, terminal_summary
-
-SPLITS = {
-    "id-test": ((3, 4, 5, 6), 0),
-    "ood-size": ((7, 8), 0),
-    "ood-dist": ((7, 8), 6),
-    "embed10-test": ((10,), 2),
-}
-
-
-def make_suite(root: Path, per_size: int = 6) -> Path:
-    data = root / "data"
-    for split, (sizes, min_dinf) in SPLITS.items():
-        write_jsonl(data / split / "maps.jsonl", make_maps(split, sizes, per_size, min_dinf=min_dinf))
-    write_jsonl(data / "id-train" / "maps.jsonl", make_maps("id-train", (3, 4), per_size))
-    return data
-
-
-def noisy_predictions(data: Path, runs: Path, folder: str, seed: int, cot: str = "none") -> None:
-    """Predictions that are right about half the time, with every kind of failure."""
-    from lakeshift import traces
-
-    rng = random.Random(seed)
-    for split in SPLITS:
-        rows = []
-        for line in (data / split / "maps.jsonl").read_text().splitlines():
-            rec = json.loads(line)
-            m = FrozenLakeMap.from_rows(rec["rows"])
-            path = list(rec["optimal_path"])
-            roll = rng.random()
-            if roll < 0.1:
-                continue  # missing
-            if roll < 0.5:
-                out = traces.completion(m, path, cot)
-            elif roll < 0.7:
-                out = "\\boxed{" + ", ".join(path[:-1] or ["UP"]) + "}"
-            elif roll < 0.8:
-                out = "I cannot solve this."
-            else:
-                out = "\\boxed{" + ", ".join(rng.choice(["UP", "DOWN", "LEFT", "RIGHT"]) for _ in path) + "}"
-            rows.append({"id": rec["id"], "output": out, "n_output_tokens": len(out) // 4 + 1})
-        write_jsonl(runs / folder / f"{split}.jsonl", rows)
 
 
 def recount(data: Path, runs: Path, folder: str, split: str, size: int) -> float:

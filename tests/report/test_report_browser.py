@@ -15,8 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_report import make_suite, noisy_predictions
-from test_report_plots import fake_study, run_inputs
+from suite_fixtures import fake_study, make_suite, noisy_predictions, run_inputs
 
 from lakeshift.report import RunInput, build_report
 

@@ -4,69 +4,14 @@ bands only where informative, grey baselines, the paper's curves dashed with ``-
 from __future__ import annotations
 
 import json
-import math
-import random
 from pathlib import Path
 
 import pytest
-from test_scoring import make_maps, write_jsonl
+from suite_fixtures import fake_study, run_inputs
 
 from lakeshift import report
 from lakeshift.report import analysis, build, figures
 from lakeshift.report.references import load
-
-#: The CPU study's 12 pairings (configs/studies/cpu-study.yaml), then 8 of them again as a second arm.
-PAIRINGS = [(i, c) for i in ("grid", "table", "desc") for c in ("none", "desc", "grid", "grid+desc")]
-SPLITS = {
-    "id-test": ((3, 4, 5, 6), 0),
-    "ood-size": ((7, 8, 9, 10), 0),
-    "ood-dist": ((7, 8, 9, 10), 6),
-    "embed10-test": ((10,), 2),
-}
-
-
-def fake_study(root: Path, n_models: int, per_size: int = 8, seed: int = 0) -> tuple[Path, Path]:
-    """A suite and ``n_models`` runs whose success falls with the optimal length (first 12: arm
-    ``epochs``, the rest: arm ``compute``). Returns ``(data_dir, runs_dir)``."""
-    data, runs = root / "data", root / "runs"
-    for split, (sizes, min_dinf) in SPLITS.items():
-        write_jsonl(data / split / "maps.jsonl", make_maps(split, sizes, per_size, min_dinf=min_dinf))
-    write_jsonl(data / "id-train" / "maps.jsonl", make_maps("id-train", (3, 4, 5, 6), per_size))
-    rng = random.Random(seed)
-    for m in range(n_models):
-        inp, cot = PAIRINGS[m % len(PAIRINGS)]
-        arm = "epochs" if m < len(PAIRINGS) else "compute"
-        skill = rng.uniform(0.75, 0.98) * (0.9 if cot == "none" else 1.0)
-        decay = rng.uniform(0.08, 0.3)
-        for split in SPLITS:
-            rows = []
-            for line in (data / split / "maps.jsonl").read_text().splitlines():
-                rec = json.loads(line)
-                path = rec["optimal_path"]
-                ok = rng.random() < skill * math.exp(-decay * (len(path) - 1))
-                moves = path if ok else [rng.choice(["UP", "DOWN", "LEFT", "RIGHT"]) for _ in path]
-                out = "\\boxed{" + ", ".join(moves) + "}"
-                rows.append(
-                    {
-                        "id": rec["id"],
-                        "output": out,
-                        "n_output_tokens": len(out) // 3,
-                        "model": f"{arm}/{inp}__{cot}",
-                        "input_format": inp,
-                        "cot_format": cot,
-                    }
-                )
-            write_jsonl(runs / arm / f"{inp}__{cot}" / f"{split}.jsonl", rows)
-    return data, runs
-
-
-def run_inputs(data: Path, runs: Path) -> list[report.RunInput]:
-    return [
-        report.RunInput(
-            p, data / p.stem / "maps.jsonl", {}, f"{p.parent.parent.name}_{p.parent.name}_{p.stem}"
-        )
-        for p in sorted(runs.rglob("*.jsonl"))
-    ]
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_report import make_suite, noisy_predictions
-from test_scoring import make_maps, write_jsonl
+from suite_fixtures import make_maps, make_suite, noisy_predictions, write_jsonl
 
 from lakeshift.cli import main
 

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_scoring import make_maps, write_jsonl
-from test_scoring_golden import scored_bytes
+from suite_fixtures import make_maps, scored_bytes, write_jsonl
 
 from lakeshift import ScoredRecord as PublicScoredRecord
 from lakeshift import traces

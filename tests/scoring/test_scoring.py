@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from suite_fixtures import make_maps, map_record, write_jsonl
 
-from lakeshift.data.suites import record_from_map
 from lakeshift.env import FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 from lakeshift.scoring import (
@@ -27,39 +27,6 @@ from lakeshift.scoring import (
 # --------------------------------------------------------------------------------------------------------
 # Fixtures shared with the other scoring test files (imported from here)
 # --------------------------------------------------------------------------------------------------------
-
-
-def map_record(m: FrozenLakeMap, mid: str, split: str) -> dict:
-    """A ``maps.jsonl`` record as ``lakeshift generate`` writes it."""
-    return record_from_map(m, mid, split)
-
-
-def make_maps(
-    split: str, sizes: tuple[int, ...], per_size: int, seed: int = 0, min_dinf: int = 0
-) -> list[dict]:
-    """Random solvable maps (independent of helper DATA's generator, so these tests do not depend on it)."""
-    rng = random.Random(f"{split}:{seed}")
-    out: list[dict] = []
-    for n in sizes:
-        k = 0
-        while k < per_size:
-            cells = [(r, c) for r in range(n) for c in range(n)]
-            s, g = rng.sample(cells, 2)
-            if max(abs(s[0] - g[0]), abs(s[1] - g[1])) < min_dinf:
-                continue
-            holes = frozenset(x for x in cells if x not in (s, g) and rng.random() < 0.25)
-            m = FrozenLakeMap(n, holes, s, g)
-            if not m.solvable:
-                continue
-            out.append(map_record(m, f"{split}-{n}-{k}", split))
-            k += 1
-    return out
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 # A 3x3 map: start (2,1), goal (0,1), holes (1,1) and (2,2)  (the paper's Figure 3 example).
