@@ -1,6 +1,7 @@
-"""Options declared once (lakeshift.options): ``lakeshift train``'s command line, a study's ``train:``
-sections and a pretraining config's ``train:`` are made from the same dataclass fields, so they accept and
-refuse the same values, and a study writes a command line that parses back to the options it meant."""
+"""Options declared once (lakeshift.options): ``lakeshift train``'s and ``lakeshift predict``'s command lines,
+a study's ``train:`` and ``predict:`` sections and a pretraining config's ``train:`` are made from the same
+dataclass fields, so they accept and refuse the same values, and a study writes a command line that parses
+back to the options it meant."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from lakeshift.cli import check_argv
 from lakeshift.config import NUMBER_RULES, load_yaml, number_problem
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.grpo import GrpoOptions
+from lakeshift.models.predict import PredictOptions
 from lakeshift.models.pretrain import TRAIN_KEYS as PRETRAIN_KEYS
 from lakeshift.models.train import TrainOptions
 from lakeshift.options import check_config, from_values, options_of, to_argv
-from lakeshift.studies.schema import GRPO_TRAIN_KEYS, TRAIN_KEYS
+from lakeshift.studies.schema import GRPO_TRAIN_KEYS, PREDICT_KEYS, TRAIN_KEYS
 
 REQUIRED = {"data": "D", "input_format": "grid", "cot_format": "none", "model": "tiny", "out": "R"}
+PREDICT_REQUIRED = {"data": "D", "model": "R", "out": "P.jsonl"}
 BAD_NUMBERS = {
     "positive_int": [0, -3, 2.5, "x"],
     "nonnegative_int": [-1, 1.5],
@@ -29,6 +32,14 @@ BAD_NUMBERS = {
     "probability": [0, 1.5],
     "seed": [-1, 2**32],
 }
+
+
+def _argv(cls: type, options: dict[str, Any]) -> list[str]:
+    """The command line of ``options`` for the command whose options ``cls`` holds."""
+    if cls is PredictOptions:
+        return ["predict", *to_argv({**PREDICT_REQUIRED, **options}, cls)]
+    method = ["--method", "grpo"] if cls is GrpoOptions else []
+    return ["train", *method, *to_argv({**REQUIRED, **options}, cls)]
 
 
 def _config(tmp_path: Path, section: dict[str, Any]) -> Any:
@@ -50,19 +61,18 @@ def _checked(cls: type, names: list[str]) -> list[tuple[type, str]]:
 @pytest.mark.parametrize(
     ("cls", "name"),
     _checked(TrainOptions, list(options_of(TrainOptions)))
-    + _checked(GrpoOptions, [n for n in options_of(GrpoOptions) if n not in options_of(TrainOptions)]),
+    + _checked(GrpoOptions, [n for n in options_of(GrpoOptions) if n not in options_of(TrainOptions)])
+    + _checked(PredictOptions, list(options_of(PredictOptions))),
 )
 def test_the_command_line_and_the_configs_refuse_the_same_values(
     cls: type, name: str, tmp_path: Path
 ) -> None:
     opt = options_of(cls)[name][1]
     bad: list[Any] = BAD_NUMBERS[opt.rule] if opt.rule is not None else ["bogus"]
-    method = ["--method", "grpo"] if cls is GrpoOptions else []
     for value in bad:
         assert number_problem(value, opt.rule) if opt.rule else value not in opt.choices
-        argv = ["train", *method, *to_argv({**REQUIRED, name: value}, cls)]
         with pytest.raises(LakeshiftError):
-            check_argv(argv)
+            check_argv(_argv(cls, {name: value}))
         cfg = _config(tmp_path, {name: value})
         with pytest.raises(LakeshiftError, match=rf"c\.yaml:2: train\.{name}: "):
             check_config(cfg, cfg.data["train"], cls, list(options_of(cls)), "train")
@@ -90,6 +100,10 @@ def test_which_options_each_config_may_set() -> None:
         "split", "seed", "prompt", "reward", "num_generations", "max_completion_length", "temperature",
         "top_p", "beta", "epochs", "max_steps", "max_minutes", "batch_size", "grad_accum", "lr",
         "warmup_steps", "weight_decay", "limit", "lora",
+    }  # fmt: skip
+    assert set(PREDICT_KEYS) == {
+        "splits", "per_size", "limit", "backend", "batch_size", "max_new_tokens", "temperature", "base_url",
+        "api_key_env", "concurrency", "prompt", "decoding", "samples",
     }  # fmt: skip
     assert set(PRETRAIN_KEYS) == {
         "model", "batch_size", "lr", "epochs", "max_minutes", "max_steps", "warmup_steps", "weight_decay",
@@ -119,13 +133,13 @@ def _value(cls: type, name: str) -> st.SearchStrategy[Any]:
     return st.one_of(st.just(f.default), st.text("abcdefgh/_.", min_size=1, max_size=8))
 
 
-@pytest.mark.parametrize("cls", [TrainOptions, GrpoOptions])
+@pytest.mark.parametrize("cls", [TrainOptions, GrpoOptions, PredictOptions])
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_options_written_as_a_command_line_parse_back_to_themselves(cls: type, data: st.DataObject) -> None:
-    values = {**REQUIRED}
-    for name in options_of(cls):
-        if name not in REQUIRED:
-            values[name] = data.draw(_value(cls, name), label=name)
-    argv = ["train", *(["--method", "grpo"] if cls is GrpoOptions else []), *to_argv(values, cls)]
-    assert from_values(cls, vars(check_argv(argv))) == from_values(cls, values)
+    required = PREDICT_REQUIRED if cls is PredictOptions else REQUIRED
+    values = {
+        name: data.draw(_value(cls, name), label=name) for name in options_of(cls) if name not in required
+    }
+    argv = _argv(cls, values)
+    assert from_values(cls, vars(check_argv(argv))) == from_values(cls, {**required, **values})

@@ -40,6 +40,8 @@ class Option:
     choices: Sequence[str] | None = None
     kind: Kind = "value"
     flag: str | None = None
+    #: The value's name in ``--help`` (argparse's ``metavar``).
+    metavar: str | None = None
     required: bool = False
     #: Parses a command-line value that is neither a number nor a choice (e.g. a list of sizes).
     parse: Callable[[str], Any] | None = None
@@ -91,6 +93,8 @@ def add_arguments(
         kwargs: dict[str, Any] = {"dest": name}
         if opt.help is not None:
             kwargs["help"] = opt.help
+        if opt.metavar is not None:
+            kwargs["metavar"] = opt.metavar
         if opt.kind == "flag":
             kwargs.update(action="store_true", default=default)
         elif opt.kind == "toggle":

@@ -289,7 +289,9 @@ def test_a_study_key_chooses_the_decoding_and_its_mistakes_name_the_line(tmp_pat
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text(base + "predict: {decoding: beam}\n")
     assert main(["run", str(unknown), "--dry-run"]) == 2
-    assert f"{unknown}:5: predict.decoding: unknown decoding 'beam'" in capsys.readouterr().err
+    assert f"{unknown}:5: predict.decoding: expected one of greedy, frozen_ood, got 'beam'" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow

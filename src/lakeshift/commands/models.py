@@ -11,19 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.commands import (
-    nonnegative_float,
-    nonnegative_int,
     positive_float,
-    positive_int,
-    probability,
-    seed,
 )
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.data import PROMPTS  # light: no torch
-from lakeshift.models.generation import DECODING_PRESETS  # light: no torch
 from lakeshift.models.grpo import GrpoOptions  # light: no torch
-from lakeshift.models.train import PROMPT_HELP, TrainOptions, parse_sizes  # light: no torch
+from lakeshift.models.predict import PredictOptions  # light: no torch
+from lakeshift.models.train import TrainOptions  # light: no torch
 from lakeshift.options import add_arguments, from_values, options_of
 from lakeshift.traces import COT_FORMATS
 
@@ -253,82 +248,7 @@ def _register_predict(subparsers: Any) -> None:
             "--decoding names a sampling preset."
         ),
     )
-    p.add_argument("--model", required=True, help="run folder, checkpoint folder, hub id, or API model name")
-    p.add_argument(
-        "--name",
-        help="the model's name in predictions and reports (default: --model as given; the path is kept in "
-        "'model_path')",
-    )
-    p.add_argument("--backend", choices=("hf", "vllm", "openai"), default="hf")
-    p.add_argument("--data", required=True)
-    p.add_argument("--split", default="id-test")
-    p.add_argument(
-        "--input", dest="input_format", choices=INPUT_FORMATS, help="default: the run's (run.json)"
-    )
-    p.add_argument(
-        "--cot", dest="cot_format", choices=COT_FORMATS, help="default: the run's (run.json), else none"
-    )
-    p.add_argument(
-        "--prompt",
-        choices=PROMPTS,
-        help=f"default: the run's (run.json), else mirage; recorded in every row. {PROMPT_HELP}",
-    )
-    p.add_argument("--out", required=True, help="predictions JSONL (appended to; finished ids are skipped)")
-    p.add_argument(
-        "--shard",
-        metavar="I/N",
-        help="answer only part I of N of the selected maps (every N-th map from the I-th, I = 1..N), into "
-        "its own file: --out P.jsonl writes P.shard-I-of-N.jsonl; run N workers at once and score or report "
-        "the N files together (`lakeshift score --predictions P.shard-*.jsonl`)",
-    )
-    p.add_argument("--sizes", type=parse_sizes, help="maps of these sizes only, e.g. 7,8")
-    p.add_argument(
-        "--per-size",
-        type=positive_int,
-        metavar="N",
-        help="the first N maps of each map size (file order), so a quick evaluation covers every size",
-    )
-    p.add_argument("--limit", type=positive_int, help="the first N maps only (after --sizes and --per-size)")
-    p.add_argument(
-        "--max-new-tokens",
-        type=positive_int,
-        help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT "
-        "format + 16; "
-        "openai: no limit sent",
-    )
-    p.add_argument(
-        "--decoding",
-        choices=tuple(DECODING_PRESETS),
-        help="a named decoding (instead of --temperature, --top-p, --seed): greedy, or frozen_ood, the "
-        "paper's evaluation script (sampling at temperature 0.7, top-p 0.9, seed 42; other settings the "
-        "model's own generation defaults); recorded in every row",
-    )
-    p.add_argument("--temperature", type=nonnegative_float, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=probability, help="nucleus sampling, in (0, 1] (default 1)")
-    p.add_argument("--seed", type=seed, help="sampling seed (default 0; recorded; unused when greedy)")
-    p.add_argument(
-        "--samples",
-        type=positive_int,
-        default=1,
-        metavar="K",
-        help="answers per map (sampled decoding only): the row keeps all K, `score` and `report` add "
-        "pass@k and maj@k (default 1)",
-    )
-    p.add_argument(
-        "--batch-size", type=positive_int, help="hf: prompts per generate call (default 32 CPU, 128 GPU)"
-    )
-    p.add_argument("--base-url", default="https://api.openai.com/v1", help="openai: endpoint base URL")
-    p.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable with the key"
-    )
-    p.add_argument("--concurrency", type=positive_int, default=8, help="openai: requests in flight")
-    p.add_argument(
-        "--max-retries",
-        type=nonnegative_int,
-        default=6,
-        help="openai: retries per request (429, 5xx, network)",
-    )
-    p.add_argument("--timeout", type=positive_float, default=600.0, help="openai: seconds per request")
+    add_arguments(p, PredictOptions)
     p.set_defaults(handler=_predict)
 
 

@@ -31,14 +31,15 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.formats import INPUT_FORMATS
 from lakeshift.io import dumps
 from lakeshift.models import cells
-from lakeshift.models.data import SftSet, load_sft, prompt_turns, reference_completion
+from lakeshift.models.data import PROMPTS, SftSet, load_sft, prompt_turns, reference_completion
 from lakeshift.models.generation import (
     DECODING_PRESETS,
     Backend,
@@ -47,9 +48,92 @@ from lakeshift.models.generation import (
     PromptItem,
     preset_decoding,
 )
+from lakeshift.models.train import PROMPT_HELP, parse_sizes
+from lakeshift.options import option
 from lakeshift.scoring import stale_data_message
+from lakeshift.traces import COT_FORMATS
 
 BACKENDS = ("hf", "vllm", "openai")
+
+
+@dataclass
+class PredictOptions:
+    """Everything ``lakeshift predict`` accepts (``None``: the run's, the model's or the backend's default,
+    see :func:`predict`). Each field is an :func:`lakeshift.options.option`; those marked ``study`` are the
+    keys of a study's ``predict:`` sections (besides ``splits``, which makes one stage per split)."""
+
+    model: str = option(required=True, help="run folder, checkpoint folder, hub id, or API model name")
+    name: str | None = option(
+        help="the model's name in predictions and reports (default: --model as given; the path is kept in "
+        "'model_path')"
+    )
+    backend: str = option("hf", choices=BACKENDS, study=True)
+    data: str = option(required=True)
+    split: str = option("id-test")
+    input_format: str | None = option(
+        flag="--input", choices=INPUT_FORMATS, help="default: the run's (run.json)"
+    )
+    cot_format: str | None = option(
+        flag="--cot", choices=COT_FORMATS, help="default: the run's (run.json), else none"
+    )
+    prompt: str | None = option(
+        choices=PROMPTS,
+        help=f"default: the run's (run.json), else mirage; recorded in every row. {PROMPT_HELP}",
+        study=True,
+    )
+    out: str = option(required=True, help="predictions JSONL (appended to; finished ids are skipped)")
+    shard: str | None = option(
+        metavar="I/N",
+        help="answer only part I of N of the selected maps (every N-th map from the I-th, I = 1..N), into "
+        "its own file: --out P.jsonl writes P.shard-I-of-N.jsonl; run N workers at once and score or report "
+        "the N files together (`lakeshift score --predictions P.shard-*.jsonl`)",
+    )
+    sizes: list[int] | None = option(parse=parse_sizes, help="maps of these sizes only, e.g. 7,8")
+    per_size: int | None = option(
+        rule="positive_int",
+        metavar="N",
+        help="the first N maps of each map size (file order), so a quick evaluation covers every size",
+        study=True,
+    )
+    limit: int | None = option(
+        rule="positive_int", help="the first N maps only (after --sizes and --per-size)", study=True
+    )
+    max_new_tokens: int | None = option(
+        rule="positive_int",
+        help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT format "
+        "+ 16; openai: no limit sent",
+        study=True,
+    )
+    decoding: str | None = option(
+        choices=tuple(DECODING_PRESETS),
+        help="a named decoding (instead of --temperature, --top-p, --seed): greedy, or frozen_ood, the "
+        "paper's evaluation script (sampling at temperature 0.7, top-p 0.9, seed 42; other settings the "
+        "model's own generation defaults); recorded in every row",
+        study=True,
+    )
+    temperature: float | None = option(rule="nonnegative_float", help="0 = greedy (default)", study=True)
+    top_p: float | None = option(rule="probability", help="nucleus sampling, in (0, 1] (default 1)")
+    seed: int | None = option(rule="seed", help="sampling seed (default 0; recorded; unused when greedy)")
+    samples: int = option(
+        1,
+        rule="positive_int",
+        metavar="K",
+        help="answers per map (sampled decoding only): the row keeps all K, `score` and `report` add "
+        "pass@k and maj@k (default 1)",
+        study=True,
+    )
+    batch_size: int | None = option(
+        rule="positive_int", help="hf: prompts per generate call (default 32 CPU, 128 GPU)", study=True
+    )
+    base_url: str = option("https://api.openai.com/v1", help="openai: endpoint base URL", study=True)
+    api_key_env: str = option("OPENAI_API_KEY", help="openai: environment variable with the key", study=True)
+    concurrency: int = option(8, rule="positive_int", help="openai: requests in flight", study=True)
+    max_retries: int = option(
+        6, rule="nonnegative_int", help="openai: retries per request (429, 5xx, network)"
+    )
+    timeout: float = option(600.0, rule="positive_float", help="openai: seconds per request")
+
+
 # Fields that must agree between the rows already in an output file and a resumed run.
 _RESUME_KEYS = (
     "model", "backend", "input_format", "cot_format", "prompt", "split", "decoding", "n_samples", "shard",

@@ -19,6 +19,7 @@ from lakeshift.data import bounds
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.grpo import GrpoOptions
+from lakeshift.models.predict import PredictOptions
 from lakeshift.models.train import TrainOptions
 from lakeshift.options import check_config, to_argv
 from lakeshift.studies.schema import (
@@ -198,15 +199,13 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def _options_to_argv(options: Mapping[str, Any]) -> list[str]:
-    """``lakeshift predict`` options as command-line arguments (``None`` and false left out)."""
-    argv: list[str] = []
-    for key, value in options.items():
-        if value is None or value is False:
-            continue
-        flag = "--" + key.replace("_", "-")
-        argv += [flag] if value is True else [flag, str(value)]
-    return argv
+def _check_predict(cfg: SourcedConfig, section: Mapping[str, Any], where: str) -> None:
+    """A ``predict:`` section: ``splits`` a list of names, the rest ``lakeshift predict`` options."""
+    splits = section.get("splits")
+    if splits is not None and not (isinstance(splits, list) and all(isinstance(s, str) for s in splits)):
+        raise cfg.error(f"{where}.splits", f"expected a list of split names, got {splits!r}")
+    options = {k: v for k, v in section.items() if k != "splits"}
+    check_config(cfg, options, PredictOptions, PREDICT_KEYS, where)
 
 
 def _init_of(
@@ -297,7 +296,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     train_defaults = data.get("train") or {}
     check_config(cfg, train_defaults, TrainOptions, TRAIN_KEYS, "train")
     predict_defaults = dict(data.get("predict") or {})
-    check_keys(cfg, predict_defaults, PREDICT_KEYS, "predict")
+    _check_predict(cfg, predict_defaults, "predict")
     report_cfg = data.get("report") or {}
     check_keys(cfg, report_cfg, REPORT_KEYS, "report")
     from lakeshift.report.references import KNOWN as KNOWN_REFERENCES
@@ -461,7 +460,7 @@ def _plan_model(
             f"training split {tcfg.get('split', 'id-train')!r} is not in the data (has {plan.split_names})",
         )
     pcfg = {**predict_defaults, **(entry.get("predict") or {})}
-    check_keys(cfg, entry.get("predict") or {}, PREDICT_KEYS, f"{where}.predict")
+    _check_predict(cfg, entry.get("predict") or {}, f"{where}.predict")
     for key in ("backend", "base_url"):
         if entry.get(key):
             pcfg[key] = entry[key]
@@ -655,19 +654,14 @@ def _check_decoding(
     """A model's ``decoding`` and ``samples`` as ``lakeshift predict`` would take them, checked at plan time.
 
     Raises:
-        LakeshiftError: an unknown preset, a preset beside ``temperature``, or repeated greedy samples,
-            naming the key's line.
+        LakeshiftError: a preset beside ``temperature``, or repeated greedy samples, naming the key's line.
     """
     from lakeshift.models.generation import DECODING_PRESETS
 
     def key_where(key: str) -> str:
         return f"{where}.predict.{key}" if key in (entry.get("predict") or {}) else f"predict.{key}"
 
-    preset = pcfg.get("decoding")
-    if preset is not None and preset not in DECODING_PRESETS:
-        raise cfg.error(
-            key_where("decoding"), f"unknown decoding {preset!r} (known: {', '.join(DECODING_PRESETS)})"
-        )
+    preset = pcfg.get("decoding")  # a known one: the predict options are checked
     if preset is not None and pcfg.get("temperature") is not None:
         raise cfg.error(key_where("temperature"), f"decoding {preset} sets the temperature itself")
     greedy = DECODING_PRESETS[preset][0] == 0 if preset is not None else not pcfg.get("temperature")
@@ -700,24 +694,19 @@ def _predict_stages(
                 f"unknown split {s!r} (the data has {', '.join(split_names)})",
             )
     for split in splits:
-        opts = {k: v for k, v in pcfg.items() if k not in ("splits", "per_size")}
         pkey = _hash({"model": model_key, "split": split, "data": gen_key, **pcfg})
         out = workdir / "predictions" / mname / f"{split}.jsonl"
-        argv = [
-            "predict",
-            "--model",
-            model_ref,
-            "--data",
-            str(data_dir),
-            "--split",
-            split,
-            "--out",
-            str(out),
-        ]
-        argv += ["--input", entry["input"], "--cot", entry["cot"], "--name", mname]
-        if pcfg.get("per_size"):
-            argv += ["--per-size", str(pcfg["per_size"])]
-        argv += _options_to_argv(opts)
+        options = {
+            "model": model_ref,
+            "data": str(data_dir),
+            "split": split,
+            "out": str(out),
+            "input_format": entry["input"],
+            "cot_format": entry["cot"],
+            "name": mname,
+            **{k: v for k, v in pcfg.items() if k != "splits"},
+        }
+        argv = ["predict", *to_argv(options, PredictOptions)]
         marker = workdir / "stages" / f"predict-{mname}-{split}.json"
         stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
         if pcfg.get("backend", "hf") == "hf":  # API and vLLM rates are not this machine's

@@ -1,7 +1,7 @@
 """The keys a study config may hold, per section, with the type and range each value must have.
 
-The ``train:`` sections hold training options, declared once with ``lakeshift train``'s
-(:mod:`lakeshift.options`); the other sections are listed here."""
+The ``train:`` and ``predict:`` sections hold ``lakeshift train`` and ``lakeshift predict`` options, declared
+once with the commands' own (:mod:`lakeshift.options`); the other sections are listed here."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from lakeshift.config import SourcedConfig
 from lakeshift.models.grpo import GrpoOptions
+from lakeshift.models.predict import PredictOptions
 from lakeshift.models.train import TrainOptions
 from lakeshift.options import config_keys
 
@@ -40,11 +41,9 @@ ID_SOURCE_MISSING = ("error", "generate")
 #: The ``train:`` keys of the study's defaults and of an SFT entry: the options of ``lakeshift train`` a study
 #: may set (their types, ranges and choices are the options' own, :func:`lakeshift.options.check_config`).
 TRAIN_KEYS: list[str] = config_keys(TrainOptions, "study")
-PREDICT_KEYS = {
-    "splits": list, "per_size": int, "limit": int, "backend": str, "batch_size": int, "max_new_tokens": int,
-    "temperature": (int, float), "base_url": str, "api_key_env": str, "concurrency": int, "prompt": str,
-    "decoding": str, "samples": int,
-}  # fmt: skip
+#: The keys of a ``predict:`` section: ``splits`` (one stage per split) and the ``lakeshift predict`` options
+#: a study may set (their types, ranges and choices are the options' own).
+PREDICT_KEYS: list[str] = ["splits", *config_keys(PredictOptions, "study")]
 #: How a model entry gets its model: fine-tuned (sft), GRPO from an earlier entry, or that entry's as it is.
 METHODS = ("sft", "grpo", "predict")
 MODEL_KEYS = {
@@ -59,12 +58,10 @@ GRPO_TRAIN_KEYS: list[str] = config_keys(GrpoOptions, "study", exclude=("model",
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
 REPORT_KEYS = {"baselines": bool, "examples": int, "train_maps": str, "reference": str}
 # The range every numeric key of the other sections must be in (lakeshift.config.NUMBER_RULES), checked with
-# the types above, so a `per_size: 0` or `limit: true` is an error naming its line before any stage runs.
+# the types above, so a `workers: 0` or `examples: true` is an error naming its line before any stage runs.
 NUMBER_KEYS = {
-    "workers": "positive_int", "batch_size": "positive_int", "limit": "positive_int",
-    "per_size": "positive_int", "max_new_tokens": "positive_int", "temperature": "nonnegative_float",
-    "concurrency": "positive_int", "examples": "nonnegative_int", "seed": "seed",
-    "budget_minutes": "positive_float", "train_jobs": "positive_int", "samples": "positive_int",
+    "workers": "positive_int", "examples": "nonnegative_int", "seed": "seed",
+    "budget_minutes": "positive_float", "train_jobs": "positive_int",
 }  # fmt: skip
 
 
