@@ -12,7 +12,15 @@ from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError, Rollout
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS, BoardState, FormatError, parse, render
 from lakeshift.formats.prompts import user_prompt
-from lakeshift.scoring import ScoredRecord, TraceCheck, Verdict, extract, score_output
+from lakeshift.scoring import (
+    ScoredRecord,
+    ScoringMap,
+    TraceCheck,
+    Verdict,
+    extract,
+    score_output,
+    scoring_map,
+)
 from lakeshift.traces import COT_FORMATS, completion, parse_steps
 
 __all__ = [
@@ -28,6 +36,7 @@ __all__ = [
     "MapError",
     "Rollout",
     "ScoredRecord",
+    "ScoringMap",
     "Solution",
     "SplitSpec",
     "TraceCheck",
@@ -43,6 +52,7 @@ __all__ = [
     "parse_steps",
     "render",
     "score_output",
+    "scoring_map",
     "select_maps",
     "sft_record",
     "user_prompt",

@@ -71,6 +71,14 @@ class FrozenLakeMap:
         holes: The hole cells.
         start: The player's start cell ``(row, col)``.
         goal: The goal cell ``(row, col)``.
+
+    Example:
+        >>> from lakeshift import FrozenLakeMap
+        >>> lake = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
+        >>> lake.start, lake.goal, lake.d_inf
+        ((2, 1), (0, 1), 2)
+        >>> lake.optimal_path()
+        ['LEFT', 'UP', 'UP', 'RIGHT']
     """
 
     size: int
@@ -217,7 +225,17 @@ class FrozenLakeMap:
         return nxt if _inside(nxt, self.size) else cell
 
     def simulate(self, moves: Iterable[str]) -> Rollout:
-        """Executes a plan under rules v1. ``moves`` are full names (``"UP"``) or letters (``"U"``)."""
+        """Executes a plan under rules v1. ``moves`` are full names (``"UP"``) or letters (``"U"``).
+
+        Example:
+            >>> from lakeshift import FrozenLakeMap
+            >>> lake = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
+            >>> lake.simulate(["L", "U", "U", "R"]).success
+            True
+            >>> rollout = lake.simulate(["UP"])  # straight into the hole above the start
+            >>> rollout.success, rollout.fell_at, rollout.final
+            (False, 1, (1, 1))
+        """
         pos = self.start
         visited = [pos]
         off_edge = 0

@@ -209,6 +209,20 @@ def render(m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str
 
     Raises:
         ValueError: unknown format or style, or ``player`` outside the map or on a hole.
+
+    Example:
+        >>> from lakeshift import FrozenLakeMap, render
+        >>> lake = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
+        >>> print(render(lake, "grid"))
+        Grid:
+        .  G  .
+        .  X  .
+        .  P  X
+        >>> print(render(lake, "desc", player=(2, 0)))  # the state after the move LEFT
+        This is a 3x3 map.
+        The player is at: row 3, column 1;
+        The hole(s) are at: Row 2, Column 2; Row 3, Column 3;
+        The goal is at: Row 1, Column 2.
     """
     return render_state(BoardState.of(m, player), fmt, style=style)
 
@@ -224,11 +238,20 @@ def render_state(state: BoardState, fmt: str, *, style: str | None = None) -> st
 
 
 def parse(text: str, fmt: str) -> BoardState:
-    """Parses one map block in a text format (surrounding whitespace ignored; both table styles accepted).
+    r"""Parses one map block in a text format (surrounding whitespace ignored; both table styles accepted).
 
     Raises:
         FormatError: the text is not one well-formed map (the message says why).
         ValueError: unknown format.
+
+    Example:
+        >>> from lakeshift import parse
+        >>> state = parse("Grid:\n.  G  .\nP  X  .\n.  .  X", "grid")
+        >>> state.player, state.goal, sorted(state.holes)
+        ((1, 0), (0, 1), [(1, 1), (2, 2)])
+        >>> parse("Grid:\n.  G  .\nP  X\n.  .  X", "grid")
+        Traceback (most recent call last):
+        lakeshift.formats.FormatError: grid: row 2 has 2 cells, expected 3 (square map)
     """
     return _module(fmt).parse(text)
 

@@ -87,7 +87,17 @@ def parse_moves(content: str) -> tuple[tuple[str, ...], str]:
 
 
 def extract(text: str, compat: str | None = None) -> Extraction:
-    """Reads the plan from a model output under one of the :data:`COMPAT_MODES`."""
+    r"""Reads the plan from a model output under one of the :data:`COMPAT_MODES`.
+
+    Example:
+        >>> from lakeshift import extract
+        >>> extract(r"My plan: \boxed{L, up, UP, right}").moves
+        ('LEFT', 'UP', 'UP', 'RIGHT')
+        >>> extract(r"\boxed{PLAN}").status  # a word that is not a move
+        'unparseable'
+        >>> extract(r"\boxed{PLAN}", compat="frozen_ood").moves  # the paper's evaluator keeps its L
+        ('LEFT',)
+    """
     if compat is None:
         box = last_boxed(text)
         if box is None:

@@ -254,7 +254,7 @@ def score_output(
     cot: str | None = None,
     check_trace: bool = True,
 ) -> Verdict:
-    """Scores one raw output against one map.
+    r"""Scores one raw output against one map.
 
     Args:
         sm: The map.
@@ -265,6 +265,18 @@ def score_output(
 
     Returns:
         The :class:`Verdict`, with its :class:`TraceCheck` when the trace was checked.
+
+    Example:
+        >>> from lakeshift import completion, score_output, scoring_map
+        >>> lake = scoring_map({"id": "figure-3", "rows": ["FGF", "FHF", "FSH"]})
+        >>> score_output(lake, r"The answer: \boxed{LEFT, UP, UP, RIGHT}").verdict
+        'success'
+        >>> verdict = score_output(lake, r"\boxed{U}")
+        >>> verdict.verdict, verdict.fell_at
+        ('fell_in_hole', 1)
+        >>> trace = completion(lake.map, ["LEFT", "UP", "UP", "RIGHT"], "grid")
+        >>> score_output(lake, trace).trace.faithful
+        True
     """
     ex = extract(output, compat)
     verdict = judge(sm, ex, compat)
