@@ -231,7 +231,7 @@ def test_official_training_answers_are_optimal(mirage_dir) -> None:
 
 
 def test_direct_tie_break_reproduces_999_official_answers(mirage_dir) -> None:
-    """Measured: "direct" picks the official answer for 999 of the 1000 Mirage training maps, the plain
+    """The ``direct`` tie-break picks the official answer for 999 of the 1000 Mirage training maps, the plain
     priority order for 976. The one miss (map 2237) goes UP first where "direct" goes DOWN."""
     import json
     import re

@@ -1,4 +1,4 @@
-"""Issue 10, class 8: the study cache knows the code. A stage made by other lakeshift code (another version,
+"""The study cache knows the code. A stage made by other lakeshift code (another version,
 or an edited source file) is never served from the cache: the plan flags it and ``lakeshift run`` redoes it.
 """
 

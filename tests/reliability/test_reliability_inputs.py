@@ -1,4 +1,4 @@
-"""Issue 10, class 3: every unreadable input is one clear line (exit 2) in every reader.
+"""Every unreadable input is one clear line (exit 2) in every reader.
 
 Non-UTF-8 and binary files name the file and the line with its byte offset; wrong JSON types
 (``"size": "five"``, ``"start": "0,0"``) name file, line and field; ``stats`` and ``export`` validate maps

@@ -1,4 +1,4 @@
-"""Issue 10, class 6: one writer per output. A second ``predict``, ``generate``, ``train`` or ``run`` on an
+"""One writer per output. A second ``predict``, ``generate``, ``train`` or ``run`` on an
 output another process is writing is refused with a clear line (exit 2) naming the holder's pid; the lock is
 an ``fcntl.flock`` (``lakeshift.io.output_lock``), so a run killed with SIGKILL never leaves it stuck.
 

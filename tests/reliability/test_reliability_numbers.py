@@ -1,4 +1,4 @@
-"""Issue 10, class 4: every number is validated before any work, on the command line and in YAML configs.
+"""Every number is validated before any work, on the command line and in YAML configs.
 
 Each bad value is one line naming the option (or file, line and key), exit status 2, no traceback, and
 nothing written: no run folder, no data folder, no stage marker.

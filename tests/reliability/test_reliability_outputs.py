@@ -1,4 +1,4 @@
-"""Issue 10, classes 1 and 2: no input is ever overwritten by an output, and every unwritable output is one
+"""No input is ever overwritten by an output, and every unwritable output is one
 clear line naming its path, for every writing subcommand, with nothing half-written left looking finished.
 
 Everything runs the real CLI (``lakeshift.cli.main`` in process, one test through ``python -m

@@ -1,4 +1,4 @@
-"""Issue 10, class 7: training resume is exact.
+"""Training resume is exact.
 
 A kill (or a full disk) while a checkpoint is written leaves it torn: ``--resume`` detects it, says so,
 removes it and resumes from the last complete one; ``metrics.jsonl`` never holds a log event twice; and

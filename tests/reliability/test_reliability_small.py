@@ -1,4 +1,4 @@
-"""Issue 10, class 9: the small ones, each through the real CLI on real files.
+"""The small guarantees, each through the real CLI on real files.
 
 API replies without text are retried, server error bodies never show the key, model names are escaped in
 the Markdown and LaTeX tables, report folders are byte-identical for the same inputs, ``--compat vsp`` cuts

@@ -320,7 +320,7 @@ def test_the_format_vocabularies_are_defined_once() -> None:
     assert extraction.BOXED is trace_checks.BOXED is tokenizer.BOXED is traces.BOXED
 
 
-def test_max_new_tokens_is_measured_from_the_path_cot_references(tmp_path) -> None:
+def test_max_new_tokens_is_derived_from_the_path_cot_references(tmp_path) -> None:
     from lakeshift.data.generate import Group, SplitSpec
     from lakeshift.data.suites import build_suite
     from lakeshift.models.data import load_sft, reference_completion

@@ -1,4 +1,4 @@
-"""Issue 28, run and model folders: nothing lost, no tracebacks (real micro runs through the CLI).
+"""Run and model folders: nothing lost, no tracebacks (real micro runs through the CLI).
 
 ``--resume`` on a finished GRPO run is a no-op, and a resumed GRPO run logs each sampled completion once; a
 model folder whose weights or JSON files are missing or torn, or a run still marked ``running``, is one line

@@ -1,4 +1,4 @@
-"""Issue 28, the files a user gives: nothing lost, no tracebacks, no bad input accepted (no training here).
+"""The files a user gives: nothing lost, no tracebacks, no bad input accepted (no training here).
 
 Hostile YAML (unknown tags, self-referencing aliases, deep nesting, alias bombs) is one line in every YAML
 reader; suite files and pretraining configs are validated before anything reads them; every reader of
