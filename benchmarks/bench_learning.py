@@ -187,9 +187,9 @@ ARMS = [
         for m in (5, 15)
         for i, c in TRACE_FORMATS
     ),
-    # ... with a table map's cells given grid positions (--cell-tables): table input learns only with them.
+    # ... with a table map's cells given grid positions (--cells maps=...): table input learns only with them.
     *(
-        arm("table", c, "mini-cells-trace-player-base", m, batch_size=32, lr=3e-3, cell_tables=True)
+        arm("table", c, "mini-cells-trace-player-base", m, batch_size=32, lr=3e-3, cells="maps=grid+table+desc")
         for m in (5, 15)
         for c in ("table+desc", "table")
     ),

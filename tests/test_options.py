@@ -94,7 +94,7 @@ def test_which_options_each_config_may_set() -> None:
     assert set(TRAIN_KEYS) == {
         "model", "split", "preset", "epochs", "max_steps", "batch_size", "grad_accum", "lr", "warmup_steps",
         "weight_decay", "seed", "limit", "lora", "max_length", "prompt", "max_minutes", "tokenizer",
-        "cell_grids", "cell_trace_moves", "cell_player", "cell_order", "cell_tables",
+        "cells",
     }  # fmt: skip
     assert set(GRPO_TRAIN_KEYS) == {
         "split", "seed", "prompt", "reward", "num_generations", "max_completion_length", "temperature",
@@ -107,8 +107,7 @@ def test_which_options_each_config_may_set() -> None:
     }  # fmt: skip
     assert set(PRETRAIN_KEYS) == {
         "model", "batch_size", "lr", "epochs", "max_minutes", "max_steps", "warmup_steps", "weight_decay",
-        "seed", "bf16", "cell_grids", "cell_trace_moves", "cell_player", "cell_order", "cell_tables",
-        "save_steps",
+        "seed", "bf16", "cells", "save_steps",
     }  # fmt: skip
 
 
@@ -128,6 +127,17 @@ def _value(cls: type, name: str) -> st.SearchStrategy[Any]:
             else st.floats(min_value=1e-6, max_value=1.0 if opt.rule == "probability" else 1e6)
         )
         return st.one_of(st.just(f.default), number)
+    if opt.write is not None:  # cells: the spec's fields to change
+        fields = st.fixed_dictionaries(
+            {},
+            optional={
+                "grids": st.sampled_from(["first", "every", "next"]),
+                "walk": st.sampled_from(["none", "answer", "trace"]),
+                "maps": st.sampled_from([["grid"], ["grid", "table", "desc"]]),
+                "order": st.booleans(),
+            },
+        )
+        return st.one_of(st.none(), fields.filter(bool))
     if opt.parse is not None:  # sizes
         return st.one_of(st.none(), st.lists(st.integers(2, 30), min_size=1, unique=True).map(sorted))
     return st.one_of(st.just(f.default), st.text("abcdefgh/_.", min_size=1, max_size=8))

@@ -45,6 +45,11 @@ class Option:
     required: bool = False
     #: Parses a command-line value that is neither a number nor a choice (e.g. a list of sizes).
     parse: Callable[[str], Any] | None = None
+    #: For a value a config gives as a mapping (with ``parse`` and ``write``): its problem as ``KEY_PATH:
+    #: message`` (a key path under the one it is given), or None.
+    check: Callable[[Any, str], str | None] | None = None
+    #: Writes such a value as its command-line text (``parse`` reads it back).
+    write: Callable[[Any], str] | None = None
     study: bool = False
     pretrain: bool = False
 
@@ -139,7 +144,12 @@ def check_config(
 
 
 def _check_value(cfg: SourcedConfig, path: str, value: Any, opt: Option) -> Any:
-    if opt.kind != "value":
+    if opt.check is not None:
+        problem = opt.check(value, path)
+        if problem:
+            key_path, _, message = problem.partition(": ")
+            raise cfg.error(key_path, message)
+    elif opt.kind != "value":
         if not isinstance(value, bool):
             raise cfg.error(path, f"expected true or false, got {value!r}")
     elif opt.rule:
@@ -168,6 +178,8 @@ def to_argv(options: Mapping[str, Any], cls: type) -> list[str]:
             argv.append(flag if value else "--no-" + flag[2:])
         elif opt.kind == "flag":
             argv.append(flag)
+        elif opt.write is not None:
+            argv += [flag, opt.write(value)]
         elif isinstance(value, (list, tuple)):
             argv += [flag, ",".join(map(str, value))]
         else:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lakeshift import formats, traces
 from lakeshift.cli import main
-from lakeshift.models.cells import cell_positions, cell_tables, lookup_tables
+from lakeshift.models.cells import CellSpec, CellVocab, PositionRule, cell_positions
 from lakeshift.models.tokenizer import build_structured_tokenizer
 from tests.map_strategies import random_maps
 
@@ -26,8 +26,19 @@ def tokenizer():
     return build_structured_tokenizer([])
 
 
-def _tables(tokenizer) -> dict:
-    return lookup_tables(cell_tables(tokenizer))
+def _rule(
+    tokenizer: Any,
+    grids: str = "first",
+    walk: str = "answer",
+    *,
+    desc: bool = False,
+    table: bool = False,
+    player: bool = False,
+) -> PositionRule:
+    """The rule of a spec over ``tokenizer``'s vocab (``desc``, ``table``: the maps read besides grid)."""
+    maps = ("grid", *("table",) * table, *("desc",) * desc)
+    spec = CellSpec(grids=grids, walk=walk, maps=maps, player=player)  # type: ignore[arg-type]
+    return PositionRule.of(spec, CellVocab.from_tokenizer(tokenizer))
 
 
 @given(
@@ -43,7 +54,7 @@ def test_prompt_grid_cells_and_coordinates_get_their_row_and_column(tokenizer, m
         {"role": "assistant", "content": answer},
     ]
     ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
-    rows, cols = cell_positions(ids, _tables(tokenizer))
+    rows, cols = cell_positions(ids, _rule(tokenizer, walk="none"))
     tokens = tokenizer.convert_ids_to_tokens(ids)
     grid_cells = [(r, c, t) for t, r, c in zip(tokens, rows, cols, strict=True) if r and "(" not in t]
     # exactly the n x n cells of the prompt's map, each with its symbol, row by row
@@ -70,17 +81,17 @@ def test_walking_move_tokens_get_the_cell_each_move_reaches(tokenizer, m, cot) -
         {"role": "assistant", "content": traces.completion(m, path, cot)},
     ]
     ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
-    tables = lookup_tables(cell_tables(tokenizer, moves=True))
+    tables = _rule(tokenizer)
     rows, cols = cell_positions(ids, tables)
-    moves = [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables["moves"]]
+    moves = [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables.moves]
     # the answer's moves are the last ones: each gets the 1-based cell it reaches (the start excluded);
     # the moves the desc CoT names in its prose get none
     answer = moves[len(moves) - len(path) :]
     assert answer == [(r + 1, c + 1) for r, c in m.simulate(path).positions[1:]]
     assert set(moves[: len(moves) - len(path)]) <= {(0, 0)}
     # without move tables nothing changes for the map and the coordinates, and moves get no cell
-    plain = cell_positions(ids, _tables(tokenizer))
-    keep = [i not in tables["moves"] for i in ids]
+    plain = cell_positions(ids, _rule(tokenizer, walk="none"))
+    keep = [i not in tables.moves for i in ids]
     assert [r for r, k in zip(rows, keep, strict=True) if k] == [
         r for r, k in zip(plain[0], keep, strict=True) if k
     ]
@@ -88,17 +99,17 @@ def test_walking_move_tokens_get_the_cell_each_move_reaches(tokenizer, m, cot) -
 
 
 def test_a_walk_is_clamped_at_the_edge_and_restarts_with_each_answer(tokenizer) -> None:
-    tables = lookup_tables(cell_tables(tokenizer, moves=True))
+    tables = _rule(tokenizer)
     text = "Grid:\n.  P\n.  G\nmoving DOWN: \\boxed{RIGHT, DOWN, DOWN} or \\boxed{UP, LEFT}"
     ids = tokenizer.encode(text)
     rows, cols = cell_positions(ids, tables)
-    walked = [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables["moves"]]
+    walked = [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables.moves]
     # the prose's DOWN gets no cell; each answer walks from the start
     assert walked == [(0, 0), (1, 2), (2, 2), (2, 2), (1, 2), (1, 1)]
 
 
 def test_a_continuation_step_never_starts_a_grid(tokenizer) -> None:
-    tables = _tables(tokenizer)
+    tables = _rule(tokenizer, walk="none")
     for piece in (".", "P", "  X", "\n", " (3,4)"):
         ids = tokenizer.encode(piece)
         rows, cols = cell_positions(ids, tables)
@@ -131,14 +142,18 @@ def test_a_cells_model_trains_reloads_and_predicts(tmp_path: Path, size: str) ->
     ]
     assert main(argv) == 0
     config = json.loads((run / "model" / "config.json").read_text())
-    assert config["model_type"] == "lakeshift_cells" and config["cell_coords"] and config["cell_moves"]
-    assert bool(config.get("cell_coord_base")) is (size == "mini-cells-compose")
-    assert config["cell_grids"] == ("every" if size == "mini-cells-compose" else "first")
-    if size == "micro-cells":  # a fine-tune may switch a cells model to every grid; saved with it
+    assert config["model_type"] == "lakeshift_cells" and config["cell_vocab"]["moves"]
+    assert not any(key.startswith("cell_") and key != "cell_vocab" for key in config)  # one spec, one vocab
+    composed = size == "mini-cells-compose"
+    assert CellSpec.from_json(config["cells"]) == (
+        CellSpec(grids="every", offsets="random", coordinates="composed") if composed else CellSpec()
+    )
+    if size == "micro-cells":  # a fine-tune may change a cells model's spec; saved with it
         again = tmp_path / "again"
         argv = ["train", *common, "--model", str(run), "--out", str(again), "--max-steps", "1"]
-        assert main([*argv, "--prompt", "map-only", "--cell-grids", "every"]) == 0
-        assert json.loads((again / "model" / "config.json").read_text())["cell_grids"] == "every"
+        assert main([*argv, "--prompt", "map-only", "--cells", "grids=every,order=true"]) == 0
+        saved = json.loads((again / "model" / "config.json").read_text())["cells"]
+        assert CellSpec.from_json(saved) == CellSpec(grids="every", order=True)
     preds = tmp_path / "p.jsonl"
     argv = [
         "predict",
@@ -192,7 +207,7 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
     torch.manual_seed(0)
     model, tokenizer = build_named("micro-cells", [])
     model.eval()
-    assert model.config.cell_moves
+    assert model.config.cell_vocab["moves"] and model.config.cells["walk"] == "answer"
     prompt = tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:")
     answer = tokenizer.encode("\\boxed{RIGHT, RIGHT, DOWN, DOWN, LEFT}")
     _assert_generation_matches_one_pass(model, prompt, answer)
@@ -210,28 +225,28 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
 
 @pytest.mark.parametrize("option", ["player", "order"])
 def test_switching_the_player_flag_or_the_order_on_keeps_the_model_s_logits(option: str) -> None:
-    """``set_grids(player=True)`` or ``set_grids(order=True)`` on a model without it adds zero weights: the
-    logits of a grid+desc conversation, whose flags and cells are not all zero, stay what they were; the
-    option is then saved in the config."""
+    """``set_spec`` with ``player`` or ``order`` on a model without it adds zero weights: the logits of a
+    grid+desc conversation, whose flags and cells are not all zero, stay what they were; the spec is then
+    saved in the config."""
     import torch
 
-    from lakeshift.models.cells import set_grids
+    from lakeshift.models.cells import set_spec, spec_of
 
     model, tokenizer = _cells_model("next", moves=True, trace_moves=True)
     ids = torch.tensor([_conversation_ids(tokenizer, traces_map(), "grid", "grid+desc")])
     with torch.no_grad():
         before = model(ids).logits
-        set_grids(model, **{option: True})
+        set_spec(model, spec_of(model).replace({option: True}))
         after = model(ids).logits
     rows, _, flags = model.model.embed_tokens.indices(ids)
     assert int((flags if option == "player" else rows).sum()) > 0  # what the option reads
-    assert getattr(model.config, f"cell_{option}") is True
+    assert model.config.cells[option] is True
     assert getattr(model.model.embed_tokens, option) is not None
     assert torch.allclose(before, after)
 
 
 def test_the_ordered_part_of_a_cell_is_linear_in_its_row_and_column() -> None:
-    """With ``cell_order`` and the lookup tables zeroed, a cell's vector is a linear map of (r, c): rows are
+    """With ``order`` and the lookup tables zeroed, a cell's vector is a linear map of (r, c): rows are
     equally spaced along one direction and columns along another, and a token that is no cell gets zero."""
     import torch
 
@@ -252,14 +267,14 @@ def test_the_ordered_part_of_a_cell_is_linear_in_its_row_and_column() -> None:
 
 
 def test_generation_gives_each_player_flag_what_training_gives_it() -> None:
-    """With ``cell_player``, cached generation of a grid+desc answer (stated moves, redrawn grids) gives
+    """With ``player``, cached generation of a grid+desc answer (stated moves, redrawn grids) gives
     each step the logits of one forward pass, and the flags it reads are not all zero."""
     import torch
 
     model, tokenizer = _cells_model("next", moves=True, trace_moves=True, player=True)
     m = traces_map()
     ids = _conversation_ids(tokenizer, m, "grid", "grid+desc")
-    answer = tuple(cell_tables(tokenizer)["cell_answer"])
+    answer = CellVocab.from_tokenizer(tokenizer).answer
     prompt_end = next(i for i in range(len(ids)) if tuple(ids[i - len(answer) : i]) == answer)
     _assert_generation_matches_one_pass(model, ids[:prompt_end], ids[prompt_end:])
     assert int(model.model.embed_tokens.indices(torch.tensor([ids]))[2].sum()) == len(m.optimal_path())
@@ -312,8 +327,8 @@ def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer
 
     grids = data.draw(st.sampled_from(["first", "every", "next"]))
     player = data.draw(st.booleans())
-    fields = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_player": player}
-    tables = lookup_tables({**fields, "cell_trace_moves": player})
+    walk = "trace" if player else "answer"
+    tables = _rule(tokenizer, grids, walk, desc=player, player=player and grids == "next")
     user = formats.render(m, data.draw(st.sampled_from(["grid", "desc"])))
     text = user + "\n" + traces.completion(m, m.optimal_path(), cot)
     ids = tokenizer.encode(text)
@@ -327,7 +342,7 @@ def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer
 
 
 def test_the_shift_size_moves_cells_in_training_only() -> None:
-    """``mini-cells-shift`` is mini-cells with ``cell_shift``: two training passes over the same sequence
+    """``mini-cells-shift`` is mini-cells with ``offsets: random``: two training passes over the same sequence
     differ (each draws its own offsets), two evaluation passes do not, and plain mini-cells never shifts."""
     import torch
 
@@ -336,7 +351,7 @@ def test_the_shift_size_moves_cells_in_training_only() -> None:
     for name, shifts in (("mini-cells-shift", True), ("mini-cells", False)):
         torch.manual_seed(0)
         model, tokenizer = build_named(name, [])
-        assert model.config.cell_shift is shifts
+        assert (model.config.cells["offsets"] == "random") is shifts
         ids = torch.tensor([tokenizer.encode("Grid:\nP  .  .\n.  X  .\n.  .  G\nPlan:\\boxed{RIGHT, DOWN}")])
         model.train()
         first, second = (model(ids).logits for _ in range(2))
@@ -447,23 +462,22 @@ def test_a_sequence_without_a_grid_is_not_shifted() -> None:
 def test_with_every_grid_each_redrawn_map_gets_its_cells_and_the_answer_still_walks_from_the_start(
     tokenizer, m, cot
 ) -> None:
-    """``cell_grids: every`` (mini-cells-shift, mini-cells-compose): each map a grid CoT redraws gets the
+    """``grids: every`` (mini-cells-shift, mini-cells-compose): each map a grid CoT redraws gets the
     rows and columns the prompt's map gets, so a redrawn cell and the prompt's cell share a vector; the
     answer's moves still walk from the prompt's start. ``first`` (the shipped base) reads the prompt only."""
     path = m.optimal_path()
     text = formats.render(m, "grid") + "\n" + traces.completion(m, path, cot)
     ids = tokenizer.encode(text)
-    base = cell_tables(tokenizer, moves=True)
-    first = cell_positions(ids, lookup_tables(base))
-    every = cell_positions(ids, lookup_tables({**base, "cell_grids": "every"}))
+    first = cell_positions(ids, _rule(tokenizer))
+    every = cell_positions(ids, _rule(tokenizer, "every"))
     tokens = tokenizer.convert_ids_to_tokens(ids)
-    moves = set(base["cell_moves"])
+    moves = set(_rule(tokenizer).moves)
 
     def grid_cells(rows: list[int], cols: list[int]) -> list[tuple[int, int]]:
         return [
             (r, c)
             for i, (r, c) in enumerate(zip(rows, cols, strict=True))
-            if r and str(ids[i]) not in moves and "(" not in tokens[i]
+            if r and ids[i] not in moves and "(" not in tokens[i]
         ]
 
     n_cells = m.size * m.size
@@ -472,31 +486,26 @@ def test_with_every_grid_each_redrawn_map_gets_its_cells_and_the_answer_still_wa
     assert len(grid_cells(*every)) == n_cells * (1 + redrawn)
     one_map = [(r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)]
     assert grid_cells(*every) == one_map * (1 + redrawn)
-    walked = [(r, c) for i, (r, c) in enumerate(zip(*every, strict=True)) if str(ids[i]) in moves and r]
-    assert walked == [
-        (r, c) for i, (r, c) in enumerate(zip(*first, strict=True)) if str(ids[i]) in moves and r
-    ]
+    walked = [(r, c) for i, (r, c) in enumerate(zip(*every, strict=True)) if ids[i] in moves and r]
+    assert walked == [(r, c) for i, (r, c) in enumerate(zip(*first, strict=True)) if ids[i] in moves and r]
 
 
 @given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["grid", "grid+desc"]))
 @settings(max_examples=40, deadline=None)
 def test_with_next_each_redrawn_token_gets_the_cell_it_predicts(tokenizer, m, cot) -> None:
-    """``cell_grids: next``: in each map a grid CoT redraws, the token before a cell (the header line, the
+    """``grids: next``: in each map a grid CoT redraws, the token before a cell (the header line, the
     cell to its left, or the newline ending the row above) carries that cell's row and column; the row's
     last cell carries none. The prompt's map and the answer's walk are those of ``every``."""
     path = m.optimal_path()
     text = formats.render(m, "grid") + "\n" + traces.completion(m, path, cot)
     ids = tokenizer.encode(text)
-    base = cell_tables(tokenizer, moves=True)
-    every = cell_positions(ids, lookup_tables({**base, "cell_grids": "every"}))
-    coupled = cell_positions(ids, lookup_tables({**base, "cell_grids": "next"}))
+    every = cell_positions(ids, _rule(tokenizer, "every"))
+    coupled = cell_positions(ids, _rule(tokenizer, "next"))
     pairs = list(zip(*every, strict=True))
     nexts = list(zip(*coupled, strict=True))
-    moves = set(base["cell_moves"])
+    moves = set(_rule(tokenizer).moves)
     tokens = tokenizer.convert_ids_to_tokens(ids)
-    cells = [
-        i for i, p in enumerate(pairs) if p != (0, 0) and str(ids[i]) not in moves and "(" not in tokens[i]
-    ]
+    cells = [i for i, p in enumerate(pairs) if p != (0, 0) and ids[i] not in moves and "(" not in tokens[i]]
     n_cells = m.size * m.size
     prompt, redrawn = cells[:n_cells], cells[n_cells:]
     assert [nexts[i] for i in range(prompt[-1] + 1)] == pairs[: prompt[-1] + 1]  # the prompt's own cells
@@ -505,31 +514,30 @@ def test_with_next_each_redrawn_token_gets_the_cell_it_predicts(tokenizer, m, co
         assert nexts[i - 1] == pairs[i], (i, tokens[i - 1])
         r, c = pairs[i]
         assert nexts[i] == ((r, c + 1) if c < m.size else (0, 0))
-    assert [p for i, p in enumerate(nexts) if str(ids[i]) in moves] == [
-        p for i, p in enumerate(pairs) if str(ids[i]) in moves
+    assert [p for i, p in enumerate(nexts) if ids[i] in moves] == [
+        p for i, p in enumerate(pairs) if ids[i] in moves
     ]
 
 
 @given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["desc", "table+desc", "grid+desc"]))
 @settings(max_examples=40, deadline=None)
 def test_with_trace_moves_each_stated_move_gets_the_cell_it_reaches(tokenizer, m, cot) -> None:
-    """``cell_trace_moves``: the move a trace states (``I will move RIGHT``) gets the cell its walk reaches,
+    """``walk: trace``: the move a trace states (``I will move RIGHT``) gets the cell its walk reaches,
     on from the previous stated move, the same cells the answer's moves get; with it off the stated moves
     get none, and nothing else changes."""
     path = m.optimal_path()
     ids = _conversation_ids(tokenizer, m, "grid", cot)
-    base = cell_tables(tokenizer, moves=True)
-    plain = list(zip(*cell_positions(ids, lookup_tables(base)), strict=True))
-    stated = list(zip(*cell_positions(ids, lookup_tables({**base, "cell_trace_moves": True})), strict=True))
+    plain = list(zip(*cell_positions(ids, _rule(tokenizer)), strict=True))
+    stated = list(zip(*cell_positions(ids, _rule(tokenizer, walk="trace")), strict=True))
     reached = [(r + 1, c + 1) for r, c in m.simulate(path).positions[1:]]
-    announce = tuple(base["cell_announce"])
+    announce = CellVocab.from_tokenizer(tokenizer).announce
     after_announce = [i for i in range(len(ids)) if tuple(ids[i - len(announce) : i]) == announce]
     assert [stated[i] for i in after_announce] == reached
     assert [plain[i] for i in after_announce] == [(0, 0)] * len(path)
     assert [p for i, p in enumerate(stated) if i not in after_announce] == [
         p for i, p in enumerate(plain) if i not in after_announce
     ]
-    assert [p for i, p in enumerate(plain) if str(ids[i]) in base["cell_moves"] and p != (0, 0)] == reached
+    assert [p for i, p in enumerate(plain) if ids[i] in _rule(tokenizer).moves and p != (0, 0)] == reached
 
 
 @given(random_maps(max_size=6, hole_probs=(0.25,)), st.sampled_from(["grid", "grid+desc"]))
@@ -538,23 +546,22 @@ def test_a_grid_of_the_answer_sets_no_start(tokenizer, m, cot) -> None:
     """With table input the first grid of a conversation is the trace's first redrawn map, which shows the
     player one move in: it is not the start, so no move walks (the answer's nor a stated one)."""
     ids = _conversation_ids(tokenizer, m, "table", cot)
-    tables = lookup_tables({**cell_tables(tokenizer, moves=True), "cell_trace_moves": True})
+    tables = _rule(tokenizer, walk="trace")
     rows, cols = cell_positions(ids, tables)
-    assert [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables["moves"]] == [
-        (0, 0)
-    ] * sum(i in tables["moves"] for i in ids)
+    assert [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in tables.moves] == [(0, 0)] * sum(
+        i in tables.moves for i in ids
+    )
     assert any(rows)  # the redrawn grids still get their cells
 
 
-def _player_tables(tokenizer: Any, player: bool = True) -> dict[str, Any]:
-    fields = {**cell_tables(tokenizer, moves=True), "cell_grids": "next", "cell_trace_moves": True}
-    return lookup_tables({**fields, "cell_player": player})
+def _player_tables(tokenizer: Any, player: bool = True) -> PositionRule:
+    return _rule(tokenizer, "next", "trace", desc=player, player=player)
 
 
 @given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["grid", "desc"]))
 @settings(max_examples=40, deadline=None)
 def test_the_player_flag_marks_the_token_before_each_redrawn_p(tokenizer, m, input_format) -> None:
-    """``cell_player`` (grid+desc CoT): in each redrawn grid exactly one token has the flag, the one whose
+    """``player`` (grid+desc CoT): in each redrawn grid exactly one token has the flag, the one whose
     next token is the player (``P`` or ``  P``), which stands where the stated moves lead; with grid CoT
     (no stated moves: the grid is the move) and with the flag off, no token has it."""
     from lakeshift.models.cells import CellWalker
@@ -575,7 +582,7 @@ def test_the_player_flag_marks_the_token_before_each_redrawn_p(tokenizer, m, inp
 @given(random_maps(max_size=10, hole_probs=(0.25,)), st.sampled_from(["desc", "grid+desc"]))
 @settings(max_examples=40, deadline=None)
 def test_a_desc_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> None:
-    """``cell_player``: each ``row R, column C`` of a desc map gets (R, C) on its column number, and the
+    """``maps: desc``: each ``row R, column C`` of a desc map gets (R, C) on its column number, and the
     player's starts the walk, so stated and answer moves get the cells they reach, exactly as with grid
     input; without it a desc map gets no cells and no move walks."""
     ids = _conversation_ids(tokenizer, m, "desc", cot)
@@ -586,24 +593,25 @@ def test_a_desc_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> No
     map_cells = [(r + 1, c + 1) for r, c in (start, *sorted(m.holes), goal)]
     if cot == "desc":  # the map's cells, then each stated move's and each answer move's
         assert numbered == map_cells + reached + reached
-    moves = _player_tables(tokenizer)["moves"]
+    moves = _player_tables(tokenizer).moves
     grid_ids = _conversation_ids(tokenizer, m, "grid", cot)
     grid_rows, grid_cols = cell_positions(grid_ids, _player_tables(tokenizer))
     grid_moves = [(r, c) for i, r, c in zip(grid_ids, grid_rows, grid_cols, strict=True) if i in moves and r]
     assert [(r, c) for i, r, c in zip(ids, rows, cols, strict=True) if i in moves and r] == grid_moves
-    answer = tuple(cell_tables(tokenizer)["cell_answer"])
+    answer = CellVocab.from_tokenizer(tokenizer).answer
     prompt_end = next(i for i in range(len(ids)) if tuple(ids[i - len(answer) : i]) == answer)
     assert not any(cell_positions(ids, _player_tables(tokenizer, player=False))[0][:prompt_end])
 
 
-def _table_tables(tokenizer: Any, grids: str = "first", **fields: Any) -> dict[str, Any]:
-    base = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_tables": True}
-    return lookup_tables({**base, **fields})
+def _table_tables(
+    tokenizer: Any, grids: str = "first", walk: str = "answer", table: bool = True, player: bool = False
+) -> PositionRule:
+    return _rule(tokenizer, grids, walk, table=table, desc=player, player=player)
 
 
-def _tables_read(ids: list[int], positions: tuple[list[int], list[int]], tables: dict) -> list[tuple]:
+def _tables_read(ids: list[int], positions: tuple[list[int], list[int]], tables: PositionRule) -> list[tuple]:
     """(row, column, symbol) of each table cell token that got a cell."""
-    return [(r, c, i) for i, r, c in zip(ids, *positions, strict=True) if i in tables["table_cells"] and r]
+    return [(r, c, i) for i, r, c in zip(ids, *positions, strict=True) if i in tables.table_cells and r]
 
 
 TABLE_SYMBOL = {"S": "@", "G": "*", "H": "#", "F": "_"}
@@ -612,11 +620,11 @@ TABLE_SYMBOL = {"S": "@", "G": "*", "H": "#", "F": "_"}
 @given(random_maps(max_size=10, hole_probs=(0.25,)), st.sampled_from(["none", "desc", "table", "grid"]))
 @settings(max_examples=40, deadline=None)
 def test_a_table_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> None:
-    """``cell_tables``: each cell of the prompt's table gets its row and column, the ``@`` starts the walk,
+    """``maps: table``: each cell of the prompt's table gets its row and column, the ``@`` starts the walk,
     so the answer's moves (and stated ones) get the cells they reach exactly as with grid input; without it
     a table gets no cells and no move walks; with ``first`` a redrawn table gets none."""
     ids = _conversation_ids(tokenizer, m, "table", cot)
-    tables = _table_tables(tokenizer, cell_trace_moves=True)
+    tables = _table_tables(tokenizer, walk="trace")
     positions = cell_positions(ids, tables)
     symbol = {tokenizer.convert_tokens_to_ids(f" | {s}"): s for s in "_@*#"}
     read = _tables_read(ids, positions, tables)
@@ -624,17 +632,15 @@ def test_a_table_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> N
         (r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)
     ]
     assert [symbol[i] for _, _, i in read] == [TABLE_SYMBOL[ch] for row in m.rows for ch in row]
-    moves = tables["moves"]
+    moves = tables.moves
     walked = [(r, c) for i, r, c in zip(ids, *positions, strict=True) if i in moves and r]
     grid_ids = _conversation_ids(tokenizer, m, "grid", cot)
-    grid_positions = cell_positions(
-        grid_ids, lookup_tables({**cell_tables(tokenizer, moves=True), "cell_trace_moves": True})
-    )
+    grid_positions = cell_positions(grid_ids, _rule(tokenizer, walk="trace"))
     assert walked == [(r, c) for i, r, c in zip(grid_ids, *grid_positions, strict=True) if i in moves and r]
     path = m.optimal_path()
     assert walked[-len(path) :] == [(r + 1, c + 1) for r, c in m.simulate(path).positions[1:]]
-    off = cell_positions(ids, _table_tables(tokenizer, cell_tables=False))
-    assert not any(off[0][: ids.index(tables["table_player"]) + 1])
+    off = cell_positions(ids, _table_tables(tokenizer, table=False))
+    assert not any(off[0][: ids.index(tables.table_player) + 1])
     assert not any(r for i, r in zip(ids, off[0], strict=True) if i in moves)
 
 
@@ -643,7 +649,7 @@ def test_a_table_map_gives_its_cells_and_starts_the_walk(tokenizer, m, cot) -> N
 def test_redrawn_tables_get_their_cells_with_every_and_the_next_cell_with_next(tokenizer, m, cot) -> None:
     """A table a table CoT redraws is read as a redrawn grid: with ``every`` each gets the prompt table's
     cells; with ``next`` the token before each cell (the row's number or the cell to its left) carries it,
-    the row's last cell none, and with ``cell_player`` in table+desc exactly the token before each redrawn
+    the row's last cell none, and with ``player`` in table+desc exactly the token before each redrawn
     ``@`` has the player flag."""
     from lakeshift.models.cells import CellWalker
 
@@ -654,33 +660,42 @@ def test_redrawn_tables_get_their_cells_with_every_and_the_next_cell_with_next(t
     one_map = [(r, c) for r in range(1, m.size + 1) for c in range(1, m.size + 1)]
     assert [(r, c) for r, c, _ in _tables_read(ids, every, every_tables)] == one_map * (1 + len(path))
     assert len(_tables_read(ids, cell_positions(ids, _table_tables(tokenizer)), every_tables)) == len(one_map)
-    next_tables = _table_tables(tokenizer, "next", cell_trace_moves=True, cell_player=True)
+    next_tables = _table_tables(tokenizer, "next", "trace", player=True)
     rows, cols, flags = CellWalker(next_tables).feed(ids)
     pairs, nexts = list(zip(*every, strict=True)), list(zip(rows, cols, strict=True))
-    cells = [i for i, tok in enumerate(ids) if tok in every_tables["table_cells"]]
+    cells = [i for i, tok in enumerate(ids) if tok in every_tables.table_cells]
     for i in cells[len(one_map) :]:
         assert nexts[i - 1] == pairs[i]
         r, c = pairs[i]
         assert nexts[i] == ((r, c + 1) if c < m.size else (0, 0))
-    players = [i for i, tok in enumerate(ids) if tok == next_tables["table_player"]]
+    players = [i for i, tok in enumerate(ids) if tok == next_tables.table_player]
     flagged = [i + 1 for i, f in enumerate(flags) if f]
     assert flagged == (players[1:] if cot == "table+desc" else [])
 
 
-def test_cell_grids_needs_a_cells_model(tmp_path: Path, capsys) -> None:
+def test_the_cells_option_needs_a_cells_model_and_a_combination_the_rule_has(tmp_path: Path, capsys) -> None:
     from tests.model_fixtures import generate_split
 
     data = tmp_path / "data"
     generate_split(data, "id-train", count=2, cots=("none",), train=True)
-    argv = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro"]
-    assert main([*argv, "--out", str(tmp_path / "run"), "--cell-grids", "every"]) == 2
-    err = capsys.readouterr().err
-    assert "--cell-grids every: needs first, every, next and a cells model" in err and "Traceback" not in err
-    assert not (tmp_path / "run").exists()
-    for option in ("--cell-player", "--cell-order", "--cell-tables"):
-        assert main([*argv, "--out", str(tmp_path / "run"), option]) == 2
+    argv = ["train", "--data", str(data), "--input", "grid", "--cot", "none"]
+    for model, cells, message in (
+        (
+            "micro",
+            "grids=every",
+            "--cells: needs a cells model (--model mini-cells, mini-cells-base, ...; micro is",
+        ),
+        ("micro-cells", "player=true", "--cells: player: the flag marks the cell stated moves reached"),
+        (
+            "micro-cells",
+            "grids=all",
+            "argument --cells: grids: expected one of first, every, next, got 'all'",
+        ),
+        ("micro-cells", "coordinates=composed", "--cells.coordinates: tokens is fixed when a model is made"),
+    ):
+        code = main([*argv, "--model", model, "--out", str(tmp_path / "run"), "--cells", cells])
         err = capsys.readouterr().err
-        assert f"{option}: needs a cells model" in err and "Traceback" not in err
+        assert code == 2 and message in err and "Traceback" not in err, err
         assert not (tmp_path / "run").exists()
 
 
@@ -712,8 +727,9 @@ def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(
     conversation gives them: generation, which has no later tokens, sees what training saw."""
     from lakeshift.models.cells import CellWalker
 
-    fields = {**cell_tables(tokenizer, moves=True), "cell_grids": grids, "cell_trace_moves": trace_moves}
-    tables = lookup_tables({**fields, "cell_player": player, "cell_tables": table})
+    walk = "trace" if trace_moves else "answer"
+    flag = player and grids == "next" and trace_moves  # the flag needs both; the desc reading does not
+    tables = _rule(tokenizer, grids, walk, desc=player, table=table, player=flag)
     ids = _conversation_ids(tokenizer, m, input_format, cot)
     whole = CellWalker(tables).feed(ids)
     for end in range(1, len(ids)):
@@ -738,14 +754,18 @@ def _cells_model(
 
     tokenizer = build_structured_tokenizer([])
     config_class, model_class = register()
+    spec = CellSpec(
+        grids=grids,  # type: ignore[arg-type]
+        walk=("trace" if trace_moves else "answer") if moves else "none",
+        maps=("grid", *("table",) * tables, *("desc",) * player),
+        player=player,
+        order=order,
+        offsets="random" if shift else "none",
+        coordinates="composed" if compose else "tokens",
+    )
     config = config_class(
-        **cell_tables(tokenizer, moves=moves, compose=compose),
-        cell_shift=shift,
-        cell_grids=grids,
-        cell_trace_moves=trace_moves,
-        cell_player=player,
-        cell_order=order,
-        cell_tables=tables,
+        cells=spec.to_json(),
+        cell_vocab=CellVocab.from_tokenizer(tokenizer).to_config(),
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -768,7 +788,7 @@ def _cells_model(
     return model.eval(), tokenizer
 
 
-#: Every cells configuration the causal test covers: its ``cell_grids`` and the options switched on.
+#: Every cells configuration the causal test covers: its ``grids`` and the options switched on.
 CELLS_CASES = {
     "first": ("first", ()),
     "first-walk": ("first", ("moves",)),

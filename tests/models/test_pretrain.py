@@ -4,6 +4,7 @@ line, and a pretrained run fine-tunes per format with the small-model preset."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -262,7 +263,7 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
             GOOD.replace("seed: 2", "walks_end_at_goal: 1"),
             ":2: corpus.walks_end_at_goal: expected true or false",
         ),
-        (GOOD.replace("max_steps: 2", "cell_grids: all"), ":6: train.cell_grids: expected one of first"),
+        (GOOD.replace("max_steps: 2", "cells: {grids: all}"), ":6: train.cells.grids: expected one of first"),
         (
             GOOD.replace("seed: 2", "traces: [desc]\n  trace_max_size: {grid: 3}"),
             ":3: corpus.trace_max_size.grid: not a trace of this corpus (desc)",
@@ -338,7 +339,8 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(
 ) -> None:
     from lakeshift.cli import main as cli_main
     from lakeshift.data.records import sft_records
-    from lakeshift.models.registry import resolve_model
+    from lakeshift.models.cells import CellSpec, CellVocab
+    from lakeshift.models.registry import cell_spec, resolve_model
     from lakeshift.models.tokenizer import encode_checked, load_tokenizer
 
     spec = resolve_model(name)
@@ -355,15 +357,16 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(
     assert provenance["corpus"] == json.loads(json.dumps(config.corpus_key()))
     assert provenance["hparams"]["batch_size"] == config.train["batch_size"]
     saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    for option, default in (("cell_grids", "first"), ("cell_trace_moves", False), ("cell_player", False)):
-        assert saved.get(option, default) == config.train.get(option, default), option
+    # its cells spec is the one its config's model had, changed by the config's cells: mapping
+    parent = cell_spec(resolve_model(config.train["model"]))
+    assert CellSpec.from_legacy(saved) == parent.changed(config.train.get("cells") or {})
     tokenizer = load_tokenizer(folder)
-    # its cell tables (walked answer cells included) are the ones a fresh mini-cells model gets; markers, desc
-    # and table words a checkpoint was saved without are the tokenizer's, set when it loads
-    from lakeshift.models.cells import cell_tables, desc_ids, marker_ids, table_ids
-
-    shipped = {**marker_ids(tokenizer), **desc_ids(tokenizer), **table_ids(tokenizer), **saved}
-    assert {k: shipped[k] for k in cell_tables(tokenizer, moves=True)} == cell_tables(tokenizer, moves=True)
+    # its token ids (walked answer cells included) are the ones a fresh mini-cells model gets; markers, desc
+    # and table words a checkpoint was saved without are the tokenizer's, set when it loads (a model that
+    # does not compose its coordinates was saved without their shared tokens)
+    fresh = CellVocab.from_tokenizer(tokenizer)
+    stored = CellVocab.from_legacy(saved).with_words_of(fresh)
+    assert dataclasses.replace(stored, coord_base=fresh.coord_base) == fresh
     m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])
     record = {"id": "big", "rows": m.rows, "optimal_path": m.optimal_path()}
     records = sft_records(record, "test", ("grid", "table", "desc"), ("none", "coords", "grid+desc"))

@@ -517,10 +517,10 @@ def test_a_workdir_holding_someone_elses_data_is_not_replaced(tmp_path: Path) ->
             ":8: train.max_length: 5 tokens: the shortest prompts",
         ),
         (
-            ("model: micro", "model: micro-cells, cell_grids: bogus"),
-            ":8: train.cell_grids: expected one of first, every, next, got 'bogus'",
+            ("model: micro", "model: micro-cells, cells: {grids: bogus}"),
+            ":8: train.cells.grids: expected one of first, every, next, got 'bogus'",
         ),
-        (("max_steps: 2", "max_steps: 2, cell_grids: every"), "cell_grids needs a cells model"),
+        (("max_steps: 2", "max_steps: 2, cells: {grids: every}"), "--cells: needs a cells model"),
         (("model: micro", "model: no-such-model"), ":8: train.model: --model no-such-model: unknown model"),
         (("model: micro", "model: ./runs/absent"), ":8: train.model: --model ./runs/absent: unknown model"),
         (

@@ -37,19 +37,28 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
     "base": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 4, "mlp": 2048},  # ~75M: GPU
 }
 TINY_VL = "tiny-vl"
-#: Named sizes with row and column embeddings for map cells (:mod:`lakeshift.models.cells`): name -> shape.
-CELL_SIZES: dict[str, str] = {
-    "micro-cells": "micro",
-    "mini-cells": "mini",
-    "tiny-cells": "tiny",
-    "mini-cells-shift": "mini",
-    "mini-cells-compose": "mini",
+
+
+@dataclass(frozen=True)
+class CellSize:
+    """A named cells size: a shape of :data:`NAMED_SIZES` and the cells spec it starts with."""
+
+    shape: str
+    spec: cells.CellSpec = field(default_factory=cells.CellSpec)
+
+
+#: Named sizes with row and column embeddings for map cells (:mod:`lakeshift.models.cells`): presets of
+#: the cells spec. ``-shift``: random row and column offsets in training and cells for every redrawn grid;
+#: ``-compose``: those and composed coordinate tokens.
+CELL_SIZES: dict[str, CellSize] = {
+    "micro-cells": CellSize("micro"),
+    "mini-cells": CellSize("mini"),
+    "tiny-cells": CellSize("tiny"),
+    "mini-cells-shift": CellSize("mini", cells.CellSpec(grids="every", offsets="random")),
+    "mini-cells-compose": CellSize(
+        "mini", cells.CellSpec(grids="every", offsets="random", coordinates="composed")
+    ),
 }
-#: Cell sizes that train with ``cell_shift`` (random row/column offsets per sequence; lakeshift.models.cells)
-#: and give every grid of a sequence its cells (``cell_grids: every``), not only the prompt's.
-SHIFTED_CELL_SIZES = frozenset({"mini-cells-shift", "mini-cells-compose"})
-#: Cell sizes whose coordinate tokens are composed of a shared vector and their row and column embeddings.
-COMPOSED_CELL_SIZES = frozenset({"mini-cells-compose"})
 _CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 #: Shipped base checkpoints and the config that rebuilds each (``lakeshift pretrain CONFIG``).
 BASE_MODELS: dict[str, str] = {
@@ -339,12 +348,32 @@ def _spec_from_config(
     )
 
 
+def cell_spec(spec: ModelSpec) -> cells.CellSpec:
+    """The cells spec a model starts with: its named size's preset, or its config's (any generation).
+
+    Raises:
+        LakeshiftError: the model is not a cells model.
+    """
+    if spec.model_type != cells.MODEL_TYPE:
+        raise LakeshiftError(
+            f"--cells: needs a cells model (--model mini-cells, mini-cells-base, ...; {spec.name} is "
+            f"{spec.model_type})"
+        )
+    if spec.name in CELL_SIZES:
+        return CELL_SIZES[spec.name].spec
+    config = spec.config
+    if "cells" in config:
+        return cells.CellSpec.from_json(config["cells"], f"{spec.name}: config.json: cells")
+    return cells.CellSpec.from_legacy(config)
+
+
 def hidden_size(spec: ModelSpec) -> int | None:
     """The model's hidden size from its shape or config (``None`` when the config does not say)."""
     if spec.name == TINY_VL:
         return TINY_VL_HIDDEN
     if spec.kind == "named":
-        return NAMED_SIZES[CELL_SIZES.get(spec.name, spec.name)]["hidden"]
+        cell_size = CELL_SIZES.get(spec.name)
+        return NAMED_SIZES[cell_size.shape if cell_size else spec.name]["hidden"]
     value = spec.config.get("hidden_size", spec.config.get("text_config", {}).get("hidden_size"))
     return value if isinstance(value, int) else None
 
@@ -377,17 +406,17 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
         return build_tiny_vl(texts, tokenizer_kind)
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    shape = NAMED_SIZES[CELL_SIZES.get(name, name)]
+    cell_size = CELL_SIZES.get(name)
+    shape = NAMED_SIZES[cell_size.shape if cell_size else name]
     tokenizer = build_tokenizer(tokenizer_kind, texts)
     config_class, model_class = (Qwen2Config, Qwen2ForCausalLM)
     extra: dict[str, Any] = {}
-    if name in CELL_SIZES:
+    if cell_size:
         if tokenizer_kind != "structured":
             raise LakeshiftError(f"--model {name}: cell positions need --tokenizer structured")
         config_class, model_class = cells.register()
-        tables = cells.cell_tables(tokenizer, moves=True, compose=name in COMPOSED_CELL_SIZES)
-        shifted = name in SHIFTED_CELL_SIZES
-        extra = {**tables, "cell_shift": shifted, "cell_grids": "every" if shifted else "first"}
+        vocab = cells.CellVocab.from_tokenizer(tokenizer)
+        extra = {"cells": cell_size.spec.to_json(), "cell_vocab": vocab.to_config()}
     config = config_class(
         **extra,
         vocab_size=len(tokenizer),
@@ -531,10 +560,11 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = cls.from_pretrained(spec.source, **kwargs)
-    if spec.model_type == cells.MODEL_TYPE and not all(
-        getattr(model.config, field, None) for field in cells.MARKER_FIELDS
-    ):
-        cells.set_markers(model, load_processing(spec))
+    if spec.model_type == cells.MODEL_TYPE:
+        vocab = cells.CellVocab.from_config(model.config.cell_vocab)
+        if not vocab.complete:  # a legacy checkpoint saved without the markers: its tokenizer's
+            tokenizer = tokenizer_of(load_processing(spec))
+            cells.set_vocab(model, vocab.with_words_of(cells.CellVocab.from_tokenizer(tokenizer)))
     return model
 
 

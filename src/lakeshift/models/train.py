@@ -50,6 +50,7 @@ from lakeshift.models.registry import (
     RUN_FILE,
     ModelSpec,
     build_named,
+    cell_spec,
     check_modality,
     freeze_vision_tower,
     hidden_size,
@@ -107,6 +108,16 @@ PROMPT_HELP = (
 )
 
 
+def parse_cells(text: str) -> dict[str, Any]:
+    """``--cells FIELD=VALUE,...``: the cells spec fields to change (:func:`cells.parse_overrides`)."""
+    import argparse
+
+    try:
+        return cells.parse_overrides(text)
+    except LakeshiftError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def parse_sizes(text: str) -> list[int]:
     """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
     """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
@@ -120,7 +131,6 @@ def parse_sizes(text: str) -> list[int]:
         ) from None
 
 
-_CELLS = "cells models: "
 
 
 @dataclass
@@ -227,45 +237,16 @@ class TrainOptions(RunOptions):
     max_length: int | None = option(
         rule="positive_int", help="truncate conversations to N tokens (default: never)", study=True
     )
-    # A cells model's own settings unless given (None); saved with the model.
-    cell_grids: str | None = option(
-        choices=cells.GRIDS,
-        help="cells models (mini-cells*, mini-cells-base): which grids of a sequence get row and column "
-        "embeddings: first (the prompt's map; "
-        "the default of mini-cells and mini-cells-base) or every (also each map a grid CoT redraws; the "
-        "default of mini-cells-shift and mini-cells-compose) or next (as every, but a redrawn cell gets the "
-        "row and column of the cell it predicts, the one after it); saved with the model",
-        study=True,
-        pretrain=True,
-    )
-    cell_trace_moves: bool | None = option(
-        kind="flag",
-        help=_CELLS
-        + "the move a trace states (I will move RIGHT, the desc CoTs) also gets the cell its walk "
-        "reaches from the prompt grid's start, as an answer's moves do; saved with the model",
-        study=True,
-        pretrain=True,
-    )
-    cell_player: bool | None = option(
-        kind="flag",
-        help=_CELLS + "a desc map's cells (row R, column C) get their row and column and its player starts "
-        "the walk; with --cell-grids next and --cell-trace-moves, the token of a redrawn grid that predicts "
-        "the cell the stated moves reached gets a player flag; saved with the model",
-        study=True,
-        pretrain=True,
-    )
-    cell_order: bool | None = option(
-        kind="flag",
-        help=_CELLS + "a cell's row and column also enter as numbers (one learned linear map), so that the "
-        "model can compare them (the goal is below the player); saved with the model",
-        study=True,
-        pretrain=True,
-    )
-    cell_tables: bool | None = option(
-        kind="flag",
-        help=_CELLS + "a table map's cells (| Row R | @ | _ |) get their row and column as a grid's do: the "
-        "prompt's table starts the walk, and --cell-grids says what the tables a table CoT redraws get; "
-        "saved with the model",
+    # A cells model's own spec unless given (None); saved with the model.
+    cells: dict[str, Any] | None = option(
+        parse=parse_cells,
+        check=cells.check_overrides,
+        write=cells.format_overrides,
+        metavar="FIELD=VALUE,...",
+        help="cells models (mini-cells*, the mini-cells-*-base models): change the model's cells spec, e.g. "
+        "grids=next,walk=trace,maps=grid+desc,player=true (fields of lakeshift.models.cells.CellSpec: grids "
+        "first|every|next, walk none|answer|trace, maps grid[+table][+desc], player, order true|false, "
+        "offsets none|random); in a config, a mapping; saved with the model",
         study=True,
         pretrain=True,
     )
@@ -315,11 +296,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str
             opts.gradient_checkpointing if opts.gradient_checkpointing is not None else (big and cuda)
         ),
         max_length=opts.max_length,
-        cell_grids=opts.cell_grids,
-        cell_trace_moves=opts.cell_trace_moves,
-        cell_player=opts.cell_player,
-        cell_order=opts.cell_order,
-        cell_tables=opts.cell_tables,
+        cells=opts.cells,
         lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
@@ -656,20 +633,8 @@ def train(opts: TrainOptions) -> Path:
     check_modality(spec, opts.input_format)
     if opts.tokenizer not in TOKENIZERS:
         raise LakeshiftError(f"--tokenizer {opts.tokenizer}: unknown (choose from {', '.join(TOKENIZERS)})")
-    if opts.cell_grids is not None and (
-        opts.cell_grids not in cells.GRIDS or spec.model_type != cells.MODEL_TYPE
-    ):
-        raise LakeshiftError(
-            f"--cell-grids {opts.cell_grids}: needs {', '.join(cells.GRIDS)} and a cells model "
-            f"(--model mini-cells, mini-cells-base, ...; {opts.model} is {spec.model_type})"
-        )
-    for flag in cells.FLAGS:
-        if getattr(opts, flag) is not None and spec.model_type != cells.MODEL_TYPE:
-            option = "--" + flag.replace("_", "-")
-            raise LakeshiftError(
-                f"{option}: needs a cells model (--model mini-cells, mini-cells-base, ...; "
-                f"{opts.model} is {spec.model_type})"
-            )
+    if opts.cells is not None:
+        cell_spec(spec).changed(opts.cells, "--cells")  # a change the rule lacks: refused before loading
     sft = load_sft(
         opts.data,
         opts.split,
@@ -722,9 +687,8 @@ def train(opts: TrainOptions) -> Path:
 
     set_seed(hp["seed"])
     model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
-    cell_options = [hp[k] for k in cells.OPTIONS]
-    if any(v is not None for v in cell_options):
-        cells.set_grids(model, *cell_options)
+    if hp["cells"] is not None:
+        cells.set_spec(model, cells.spec_of(model).changed(hp["cells"], "--cells"))
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
     peft_config = lora_config(hp, spec.vision)

@@ -515,7 +515,7 @@ def _check_sft_model(
     plan: _DataPlan,
     predict_splits: Sequence[str] = (),
 ) -> None:
-    """The model an SFT entry trains exists (a hub id is checked when it loads), takes its ``cell_grids``,
+    """The model an SFT entry trains exists (a hub id is checked when it loads), takes its ``cells`` change,
     has row and column positions for the maps it trains on and answers (``predict_splits``), and has room
     for an answer within its ``max_length``.
 
@@ -523,7 +523,7 @@ def _check_sft_model(
         LakeshiftError: naming the key and its line.
     """
     from lakeshift.models import cells
-    from lakeshift.models.registry import resolve_offline
+    from lakeshift.models.registry import cell_spec, resolve_offline
 
     name = str(entry.get("model") or tcfg.get("model", "tiny"))
     if entry.get("model"):
@@ -534,11 +534,11 @@ def _check_sft_model(
         spec = resolve_offline(name)
     except LakeshiftError as err:
         raise cfg.error(key, str(err)) from None
-    for option in cells.OPTIONS:
-        if tcfg.get(option) is not None and spec is not None and spec.model_type != cells.MODEL_TYPE:
-            raise cfg.error(
-                key, f"{option} needs a cells model (mini-cells, mini-cells-base, ...), not {name}"
-            )
+    if tcfg.get("cells") is not None and spec is not None:
+        try:
+            cell_spec(spec).changed(tcfg["cells"], "cells")
+        except LakeshiftError as err:
+            raise cfg.error(key, f"{name}: {err}") from None
     model_type = spec.model_type if spec is not None else None
     train_split = tcfg.get("split", "id-train")
     for split in (train_split, *predict_splits):

@@ -1,0 +1,61 @@
+"""Cells models: a small Qwen2 whose tokens that are map cells carry their row and column (position coupling).
+
+A cells model (``--model mini-cells`` and the other cells sizes, the shipped ``mini-cells-*-base`` models)
+adds to each token's embedding the embeddings of a row and a column (and optionally a player flag and an
+ordered part) that a causal rule gives it. Four modules, from pure data to torch:
+
+- :mod:`~lakeshift.models.cells.spec`: :class:`CellSpec`, what the rule does, one typed field per behaviour
+  (which grids get cells, what walks, which map formats are read, the player flag, the ordered part, training
+  offsets, composed coordinates), checked as one; saved as ``config.json``'s ``cells``;
+- :mod:`~lakeshift.models.cells.vocab`: :class:`CellVocab`, the token ids the rule reads, derived from the
+  tokenizer;
+- :mod:`~lakeshift.models.cells.positions`: the rule itself (:func:`cell_positions`, :class:`CellWalker`),
+  testable without torch;
+- :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`.
+
+The named sizes are presets of the spec (:data:`lakeshift.models.registry.CELL_SIZES`); a training run
+changes a model's spec with ``--cells FIELD=VALUE,...`` or a config's ``cells:`` mapping.
+"""
+
+from lakeshift.models.cells.modeling import (
+    MODEL_TYPE,
+    ORDER_SCALE,
+    check_sizes,
+    register,
+    set_spec,
+    set_vocab,
+    shifted,
+    spec_of,
+)
+from lakeshift.models.cells.positions import MAX_CELL, CellWalker, PositionRule, cell_positions
+from lakeshift.models.cells.spec import (
+    FIELDS,
+    GRIDS,
+    CellSpec,
+    check_overrides,
+    format_overrides,
+    parse_overrides,
+)
+from lakeshift.models.cells.vocab import CellVocab
+
+__all__ = [
+    "FIELDS",
+    "GRIDS",
+    "MAX_CELL",
+    "MODEL_TYPE",
+    "ORDER_SCALE",
+    "CellSpec",
+    "CellVocab",
+    "CellWalker",
+    "PositionRule",
+    "cell_positions",
+    "check_overrides",
+    "check_sizes",
+    "format_overrides",
+    "parse_overrides",
+    "register",
+    "set_spec",
+    "set_vocab",
+    "shifted",
+    "spec_of",
+]

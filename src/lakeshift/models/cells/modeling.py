@@ -1,0 +1,278 @@
+"""The cells model in transformers' classes: Qwen2 whose token embedding adds the row, column and player
+flag of the position rule (:mod:`lakeshift.models.cells.positions`), registered with the Auto classes as
+``model_type`` ``lakeshift_cells`` by :func:`register`, so checkpoints save and load like any other.
+
+torch and transformers are imported when :func:`register` runs, not with this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lakeshift.errors import LakeshiftError
+from lakeshift.models.cells.positions import MAX_CELL, CellWalker, PositionRule
+from lakeshift.models.cells.spec import CellSpec
+from lakeshift.models.cells.vocab import CellVocab
+
+MODEL_TYPE = "lakeshift_cells"
+#: ``order``: row and column r enter as r / ORDER_SCALE (a 10x10 map spans 0.1-1).
+ORDER_SCALE = 10.0
+
+_registered: dict[str, Any] = {}
+
+
+def check_sizes(model_type: str | None, sizes: Iterable[int], where: str) -> None:
+    """Refuses maps with more rows and columns than a cells model has positions for (any other model
+    passes).
+
+    Raises:
+        LakeshiftError: naming ``where`` and the largest size.
+    """
+    largest = max(sizes, default=0)
+    if model_type == MODEL_TYPE and largest >= MAX_CELL:
+        raise LakeshiftError(
+            f"{where}: {largest}x{largest} maps: a cells model has row and column positions up to "
+            f"{MAX_CELL - 1} only (cells beyond would all get position 0)"
+        )
+
+
+def shifted(index: Any) -> Any:
+    """``index`` (a batch of row or column indices, 0 = none) moved by a random offset per sequence, so that
+    the largest stays below :data:`MAX_CELL`: training on small maps then trains every row and column
+    embedding, as a relative position (random position offsets, Cho et al. 2024)."""
+    import torch
+
+    room = (MAX_CELL - 1 - index.max(dim=1, keepdim=True).values).clamp(min=0)
+    offset = (torch.rand(room.shape, device=index.device) * (room + 1)).floor().long()
+    return torch.where(index > 0, index + offset, index)
+
+
+def spec_of(model: Any) -> CellSpec:
+    """The cells spec of a loaded cells model."""
+    return CellSpec.from_json(model.config.cells)
+
+
+def set_spec(model: Any, spec: CellSpec) -> None:
+    """Switches a loaded cells model to ``spec`` (saved with it). A model that gets the player flag or the
+    ordered part without having had it starts with zero weights for it, so that it computes what it computed
+    before; a part the spec drops is removed.
+
+    Raises:
+        LakeshiftError: ``spec`` changes a field fixed when the model was made (``CellSpec.changed``).
+    """
+    import torch
+
+    spec_of(model).changed(spec.to_json())  # a fixed field's change is refused
+    embedding = model.model.embed_tokens
+    weight = embedding.weight
+    hidden, where = weight.shape[1], {"device": weight.device, "dtype": weight.dtype}
+    parts = {
+        "player": (spec.player, lambda: torch.nn.Embedding(2, hidden, padding_idx=0, **where)),
+        "order": (spec.order, lambda: torch.nn.Linear(2, hidden, bias=False, **where)),
+    }
+    for name, (on, make) in parts.items():
+        if on and getattr(embedding, name) is None:
+            part = make()
+            torch.nn.init.zeros_(part.weight)
+            setattr(embedding, name, part)
+        elif not on:
+            setattr(embedding, name, None)
+    model.config.cells = spec.to_json()
+    embedding.configure(spec, CellVocab.from_config(model.config.cell_vocab))
+
+
+def set_vocab(model: Any, vocab: CellVocab) -> None:
+    """Gives a loaded cells model the token ids of ``vocab`` (saved with it): a legacy checkpoint stored
+    without some of them gets its tokenizer's."""
+    model.config.cell_vocab = vocab.to_config()
+    model.model.embed_tokens.configure(spec_of(model), vocab)
+
+
+def register() -> tuple[type, type]:
+    """Defines and registers the config and model classes with transformers (once); returns them."""
+    if _registered:
+        return _registered["config"], _registered["model"]
+    import torch
+    from torch import nn
+    from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    def stacked(indices: Sequence[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
+        """Per-sequence ``(rows, cols, flags)`` as three batch tensors."""
+        return tuple(torch.tensor(list(column), device=device) for column in zip(*indices, strict=True))
+
+    class CellsConfig(Qwen2Config):
+        """Qwen2's config with the cells spec (``cells``) and the token ids its rule reads (``cell_vocab``);
+        a config of an earlier generation, with flat ``cell_*`` keys, is read into both."""
+
+        model_type = MODEL_TYPE
+
+        def __init__(
+            self,
+            cells: Mapping[str, Any] | None = None,
+            cell_vocab: Mapping[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> None:
+            legacy = {key: kwargs.pop(key) for key in [k for k in kwargs if k.startswith("cell_")]}
+            if cells is not None:
+                spec = CellSpec.from_json(cells, "config.json: cells")
+            else:
+                spec = CellSpec.from_legacy(legacy) if legacy else CellSpec()
+            if cell_vocab is not None:
+                vocab = CellVocab.from_config(cell_vocab)
+            else:
+                vocab = CellVocab.from_legacy(legacy)
+            self.cells = spec.to_json()
+            self.cell_vocab = vocab.to_config()
+            super().__init__(**kwargs)
+
+    class CellEmbedding(nn.Embedding):
+        """Token embedding plus the row and column embeddings of the position rule (and, with ``player``,
+        its player flag's; with ``order``, the ordered part)."""
+
+        def __init__(self, config: CellsConfig) -> None:
+            super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
+            spec = CellSpec.from_json(config.cells)
+            self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
+            self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
+            self.player = nn.Embedding(2, config.hidden_size, padding_idx=0) if spec.player else None
+            self.order = nn.Linear(2, config.hidden_size, bias=False) if spec.order else None
+            self.configure(spec, CellVocab.from_config(config.cell_vocab))
+            self._offsets: tuple[torch.Tensor, torch.Tensor] | None = None
+
+        def configure(self, spec: CellSpec, vocab: CellVocab) -> None:
+            """Reads tokens by ``spec``'s rule over ``vocab`` (its parts are :func:`set_spec`'s to change)."""
+            self.rule = PositionRule.of(spec, vocab)
+            self.shift = spec.offsets == "random"
+            base = dict(vocab.coord_base) if spec.coordinates == "composed" else {}
+            self.composed = sorted(base)  # the coordinate tokens (token ids) whose vectors are composed
+            # (plain lists, made into tensors per device when used: checkpoints hold no extra buffers)
+            self._lists = {
+                "coordinates": sorted(self.rule.coords),
+                "tokens": self.composed,
+                "base": [base[t] for t in self.composed],
+                "rows": [self.rule.coords[t][0] for t in self.composed],
+                "cols": [self.rule.coords[t][1] for t in self.composed],
+            }
+            self._tensors: dict[tuple[str, str], torch.Tensor] = {}
+
+        def index(self, name: str, device: Any) -> torch.Tensor:
+            key = (name, str(device))
+            if key not in self._tensors:
+                self._tensors[key] = torch.tensor(self._lists[name], dtype=torch.long, device=device)
+            return self._tensors[key]
+
+        def indices(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            """Rows, columns and player flags of a batch (:class:`CellWalker` per sequence)."""
+            walked = [CellWalker(self.rule).feed(seq) for seq in input_ids.tolist()]
+            return stacked(walked, input_ids.device)
+
+        def forward(
+            self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, ...] | None = None
+        ) -> torch.Tensor:
+            rows, cols, *flags = self.indices(input_ids) if cells is None else cells  # flags: optional
+            self._offsets = None
+            # (not under no_grad: GRPO samples with the model in training mode, one token per pass)
+            if self.shift and self.training and torch.is_grad_enabled():
+                # Only a sequence with a grid moves: its cells show the offset, so the coordinates it
+                # writes can follow it (a table or desc map states its rows and columns in words).
+                coordinate = torch.isin(input_ids, self.index("coordinates", input_ids.device))
+                grid = ((rows > 0) & ~coordinate).any(dim=1, keepdim=True)
+                moved_rows = torch.where(grid, shifted(rows), rows)
+                moved_cols = torch.where(grid, shifted(cols), cols)
+                # a sequence's offset (0 where it has no grid), for the output vectors of the same pass
+                self._offsets = ((moved_rows - rows).amax(dim=1), (moved_cols - cols).amax(dim=1))
+                rows, cols = moved_rows, moved_cols
+            if self.composed:
+                lookup = torch.arange(self.num_embeddings, device=input_ids.device)
+                lookup[self.index("tokens", input_ids.device)] = self.index("base", input_ids.device)
+                input_ids = lookup[input_ids]
+            embedded = super().forward(input_ids) + self.cell_vectors(rows, cols)
+            return embedded + self.player(flags[0]) if self.player is not None and flags else embedded
+
+        def cell_vectors(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+            """The vectors of cells (0: none) at ``rows`` and ``cols``: their lookup embeddings and, with
+            ``order``, their ordered part."""
+            vectors = self.row(rows) + self.col(cols)
+            if self.order is None:
+                return vectors
+            ordered = torch.stack((rows, cols), dim=-1).to(self.order.weight.dtype) / ORDER_SCALE
+            return vectors + self.order(ordered)
+
+        def coordinate_vectors(self) -> torch.Tensor:
+            """The composed coordinate tokens' vectors: their shared token's plus their row's and column's,
+            ``(tokens, hidden)``; in a shifted training pass ``(batch, tokens, hidden)``, each sequence's
+            rows and columns moved as its input's were."""
+            device = self.weight.device
+            rows, cols = self.index("rows", device), self.index("cols", device)
+            shared = self.weight[self.index("base", device)]
+            if self._offsets is None:
+                return shared + self.cell_vectors(rows, cols)
+            dr, dc = self._offsets
+            rows = (rows[None, :] + dr[:, None]).clamp(max=MAX_CELL - 1)
+            cols = (cols[None, :] + dc[:, None]).clamp(max=MAX_CELL - 1)
+            return shared[None] + self.cell_vectors(rows, cols)
+
+    class ComposedHead(nn.Linear):
+        """The output layer (tied to the token embedding) of a model with composed coordinate tokens: a
+        coordinate token's logit is scored against the vector its input embedding is made of."""
+
+        def __init__(self, config: CellsConfig, embedding: CellEmbedding) -> None:
+            super().__init__(config.hidden_size, config.vocab_size, bias=False)
+            # not a submodule: its weights are the model's embedding's
+            object.__setattr__(self, "embedding", embedding)
+
+        def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+            logits = super().forward(hidden)
+            coordinates = torch.matmul(hidden, self.embedding.coordinate_vectors().transpose(-1, -2))
+            tokens = self.embedding.index("tokens", hidden.device)
+            return logits.index_copy(-1, tokens, coordinates.to(logits.dtype))
+
+    class CellsForCausalLM(Qwen2ForCausalLM):
+        config_class = CellsConfig
+
+        def __init__(self, config: CellsConfig) -> None:
+            super().__init__(config)
+            self.model.embed_tokens = CellEmbedding(config)
+            if self.model.embed_tokens.composed:
+                self.lm_head = ComposedHead(config, self.model.embed_tokens)
+            self._walkers: list[CellWalker] = []
+            self._walked = 0
+            self.post_init()
+
+        def prepare_inputs_for_generation(self, input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            inputs = super().prepare_inputs_for_generation(input_ids, *args, **kwargs)
+            step = inputs.get("input_ids")
+            if step is not None:
+                # A token's cell depends on the tokens before it: one walker per sequence reads each
+                # step's tokens after the earlier ones (a new batch, or any other length, starts afresh).
+                batch, total, new = input_ids.shape[0], input_ids.shape[1], step.shape[1]
+                walkers = self._walkers if len(self._walkers) == batch and self._walked == total - new else []
+                if not walkers:
+                    walkers = [CellWalker(self.model.embed_tokens.rule) for _ in range(batch)]
+                    new = total
+                fed = [w.feed(x) for w, x in zip(walkers, input_ids[:, total - new :].tolist(), strict=True)]
+                self._walkers, self._walked = walkers, total
+                inputs["cells"] = tuple(t[:, -step.shape[1] :] for t in stacked(fed, input_ids.device))
+            return inputs
+
+        def forward(
+            self,
+            input_ids: torch.Tensor | None = None,
+            attention_mask: torch.Tensor | None = None,
+            position_ids: torch.Tensor | None = None,
+            cells: tuple[torch.Tensor, ...] | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            # (generate checks its inputs against this signature: attention_mask and position_ids stay named)
+            if cells is not None and input_ids is not None and kwargs.get("inputs_embeds") is None:
+                kwargs["inputs_embeds"] = self.model.embed_tokens(input_ids, cells)
+                input_ids = None
+            return super().forward(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs
+            )
+
+    AutoConfig.register(MODEL_TYPE, CellsConfig)
+    AutoModelForCausalLM.register(CellsConfig, CellsForCausalLM)
+    _registered.update(config=CellsConfig, model=CellsForCausalLM)
+    return CellsConfig, CellsForCausalLM
