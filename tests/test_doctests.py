@@ -14,9 +14,11 @@ import pytest
 import lakeshift
 from lakeshift import formats, scoring
 
-#: The core packages whose docstrings are checked: every module in them.
+#: The core packages whose docstrings are checked: every module in them; and the cells model's pure rule.
 MODULES = (
     "lakeshift.env",
+    "lakeshift.models.cells.spec",
+    "lakeshift.models.cells.positions",
     *(
         name
         for package in (formats, scoring)
