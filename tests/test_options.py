@@ -19,7 +19,7 @@ from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
 from lakeshift.models.pretrain import TRAIN_KEYS as PRETRAIN_KEYS
 from lakeshift.models.train import TrainOptions
-from lakeshift.options import check_config, from_values, options_of, to_argv
+from lakeshift.options import check_config, from_values, option, options_of, to_argv
 from lakeshift.studies.schema import GRPO_TRAIN_KEYS, PREDICT_KEYS, TRAIN_KEYS
 
 REQUIRED = {"data": "D", "input_format": "grid", "cot_format": "none", "model": "tiny", "out": "R"}
@@ -109,6 +109,21 @@ def test_which_options_each_config_may_set() -> None:
         "model", "batch_size", "lr", "epochs", "max_minutes", "max_steps", "warmup_steps", "weight_decay",
         "seed", "bf16", "cells", "save_steps",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("default", [None, True])
+def test_a_flag_is_declared_off_by_default_so_false_always_means_its_default(default: Any) -> None:
+    with pytest.raises(ValueError, match="declare it a toggle"):
+        option(default, kind="flag")
+    for cls in (TrainOptions, GrpoOptions, PredictOptions):
+        assert all(f.default is False for f, opt in options_of(cls).values() if opt.kind == "flag")
+
+
+def test_a_toggle_set_false_is_written_off_and_a_flag_set_false_is_left_out() -> None:
+    argv = to_argv({"lora": False, "bf16": False, "gradient_checkpointing": True}, TrainOptions)
+    assert argv == ["--no-bf16", "--gradient-checkpointing"]
+    parsed = from_values(TrainOptions, vars(check_argv(_argv(TrainOptions, {"bf16": False}))))
+    assert parsed.bf16 is False and parsed.lora is False
 
 
 def _value(cls: type, name: str) -> st.SearchStrategy[Any]:

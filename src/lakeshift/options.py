@@ -26,8 +26,9 @@ from lakeshift.config import SourcedConfig
 
 T = TypeVar("T")
 
-#: How a value is given on the command line: ``value`` (``--x V``), ``flag`` (``--x`` sets true) or
-#: ``toggle`` (``--x`` / ``--no-x``; unset is ``None``, the machine's or the model's default).
+#: How a value is given on the command line: ``value`` (``--x V``), ``flag`` (``--x`` sets true; its default
+#: is false, so a config's ``false`` is the default) or ``toggle`` (``--x`` / ``--no-x``; e.g. unset
+#: ``None``, the machine's or the model's default, which a config's ``false`` or ``true`` overrides).
 Kind = Literal["value", "flag", "toggle"]
 
 
@@ -55,7 +56,15 @@ class Option:
 
 
 def option(default: Any = None, **meta: Any) -> Any:
-    """A dataclass field with default ``default`` whose metadata is ``Option(**meta)``."""
+    """A dataclass field with default ``default`` whose metadata is ``Option(**meta)``.
+
+    Raises:
+        ValueError: a ``flag`` whose default is not ``False``: a flag cannot be turned off, so a config's
+            ``false`` must mean its default (a setting that is on, or left to the model or the machine,
+            is a ``toggle``).
+    """
+    if meta.get("kind") == "flag" and default is not False:
+        raise ValueError(f"a flag's default must be False, not {default!r}: declare it a toggle")
     return dataclasses.field(default=default, metadata={"option": Option(**meta)})
 
 
@@ -165,19 +174,18 @@ def _check_value(cfg: SourcedConfig, path: str, value: Any, opt: Option) -> Any:
 
 
 def to_argv(options: Mapping[str, Any], cls: type) -> list[str]:
-    """``options`` (option names of ``cls`` and values) as command-line arguments; ``None`` is left out,
-    and so is a ``flag`` option that is false; a list is written comma-separated."""
+    """``options`` (option names of ``cls`` and values) as command-line arguments: ``None`` is left out,
+    and so is a ``flag`` or ``toggle`` at its default (a false flag, a toggle on by default set true);
+    otherwise a toggle is written ``--x`` or ``--no-x``, and a list comma-separated."""
     fields = options_of(cls)
     argv: list[str] = []
     for name, value in options.items():
-        opt = fields[name][1]
+        f, opt = fields[name]
         flag = flag_of(name, opt)
-        if value is None or (value is False and opt.kind == "flag"):
+        if value is None or (opt.kind != "value" and value == f.default):
             continue
-        if opt.kind == "toggle":
+        if opt.kind != "value":
             argv.append(flag if value else "--no-" + flag[2:])
-        elif opt.kind == "flag":
-            argv.append(flag)
         elif opt.write is not None:
             argv += [flag, opt.write(value)]
         elif isinstance(value, (list, tuple)):

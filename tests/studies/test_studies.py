@@ -171,6 +171,23 @@ def test_bad_configs_name_key_and_line(tmp_path: Path, snippet: str, message: st
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_setting_a_study_turns_off_reaches_its_stage_as_off(tmp_path: Path) -> None:
+    text = """\
+        name: turned-off
+        data: {suite: tiny, images: false, inputs: [grid], cots: [none, grid]}
+        train: {model: micro, lora: true, epochs: 1}
+        models:
+          - {input: grid, cot: none, train: {lora: false}}
+          - {input: grid, cot: grid, train: {model: mini-cells-trace-player-base, cells: {player: false}}}
+        report: {baselines: false}
+        """
+    stages = {s.name: s.argv for s in load_study(write(tmp_path, text), tmp_path / "w").stages}
+    assert "--lora" not in stages["grid__none"]  # the entry's false over the study's true
+    player = stages["grid__grid"]
+    assert "--lora" in player and player[player.index("--cells") + 1] == "player=false"
+    assert "--no-images" in stages["data"] and "--no-baselines" in stages["report"]
+
+
 def test_model_format_the_data_does_not_write(tmp_path: Path, capsys) -> None:
     path = write(
         tmp_path, "name: x\ndata: {suite: tiny, cots: [none]}\nmodels:\n  - {input: grid, cot: desc}\n"
