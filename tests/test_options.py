@@ -5,6 +5,7 @@ back to the options it meant."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshift.cli import check_argv
-from lakeshift.config import NUMBER_RULES, load_yaml, number_problem
+from lakeshift.config import NUMBER_RULES, load_yaml, number_problem, number_type
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
@@ -30,6 +31,8 @@ BAD_NUMBERS = {
     "positive_float": [0, -0.1, "nan", "fast"],
     "nonnegative_float": [-1e-9, "x"],
     "probability": [0, 1.5],
+    "hole_probability": [-0.1, 1, "x"],
+    "map_size": [1, 2.5, "x"],
     "seed": [-1, 2**32],
 }
 
@@ -50,6 +53,18 @@ def _config(tmp_path: Path, section: dict[str, Any]) -> Any:
 
 def test_every_rule_has_bad_values_here() -> None:
     assert set(BAD_NUMBERS) == set(NUMBER_RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(NUMBER_RULES))
+def test_a_rule_refuses_a_value_with_the_same_words_on_the_command_line_and_in_a_config(rule: str) -> None:
+    for value in BAD_NUMBERS[rule]:
+        with pytest.raises(argparse.ArgumentTypeError) as refused:
+            number_type(rule)(str(value))
+        problem = number_problem(value, rule)
+        assert problem and str(refused.value).split(", got ")[0] == problem.split(", got ")[0]
+    low = NUMBER_RULES[rule].low
+    smallest = low if NUMBER_RULES[rule].low_inclusive else low + 0.5
+    assert number_type(rule)(str(smallest)) == smallest and number_problem(smallest, rule) is None
 
 
 def _checked(cls: type, names: list[str]) -> list[tuple[type, str]]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lakeshift.errors import LakeshiftError
 
@@ -66,15 +69,30 @@ class SourcedConfig:
         return float(value) if isinstance(value, str) else value
 
 
-#: What a numeric config value must be, by rule name (the YAML side of ``lakeshift.commands``' validators).
-NUMBER_RULES: dict[str, tuple[type, float, bool, float | None, bool]] = {
-    # rule: (type, low, low inclusive, high, high inclusive)
-    "positive_int": (int, 1, True, None, False),
-    "nonnegative_int": (int, 0, True, None, False),
-    "positive_float": (float, 0, False, None, False),
-    "nonnegative_float": (float, 0, True, None, False),
-    "probability": (float, 0, False, 1, True),
-    "seed": (int, 0, True, 2**32, False),  # what torch, numpy and Python all accept
+class NumberRule(NamedTuple):
+    """What a number must be: its type and its range (``high`` ``None``: unbounded)."""
+
+    kind: type
+    low: float
+    low_inclusive: bool
+    high: float | None = None
+    high_inclusive: bool = False
+
+
+#: The numbers of every option and config value, by rule name: a config's value is checked against its rule
+#: (:func:`number_problem`), a command line's by the rule's argparse type (:func:`number_type`), so a zero
+#: batch size or a negative limit is one clear line before any work starts, never a library traceback deep
+#: in a run, nor silently replaced by a default.
+NUMBER_RULES: dict[str, NumberRule] = {
+    "positive_int": NumberRule(int, 1, True),  # counts, steps, sizes of batches
+    "nonnegative_int": NumberRule(int, 0, True),  # warmup steps, examples in a report: 0 means none
+    "positive_float": NumberRule(float, 0, False),  # learning rates, epochs, minutes, seconds
+    "nonnegative_float": NumberRule(float, 0, True),  # weight decay, temperature: 0 is meaningful
+    "probability": NumberRule(float, 0, False, 1, True),  # top-p: 0 would keep no token at all
+    # a hole probability of 1 leaves no frozen cell for start and goal
+    "hole_probability": NumberRule(float, 0, True, 1, False),
+    "map_size": NumberRule(int, 2, True),  # a 1x1 map has no room for both start and goal
+    "seed": NumberRule(int, 0, True, 2**32, False),  # what torch, numpy and Python all accept
 }
 
 
@@ -83,9 +101,7 @@ def number_problem(value: Any, rule: str) -> str | None:
 
     Booleans are never numbers here (YAML's ``true`` is an int to Python). Float rules accept numeric
     strings, because YAML 1.1 reads ``1e-3`` as a string."""
-    import math
-
-    kind, low, low_incl, high, high_incl = NUMBER_RULES[rule]
+    kind = NUMBER_RULES[rule].kind
     what = "an integer" if kind is int else "a number"
     if isinstance(value, bool) or value is None:
         return f"expected {what}, got {value!r}"
@@ -100,16 +116,44 @@ def number_problem(value: Any, rule: str) -> str | None:
             return f"expected {what}, got {type(value).__name__} {value!r}"
         if not math.isfinite(number):
             return f"expected a finite number, got {value!r}"
+    problem = _range_problem(number, rule)
+    return f"{problem}, got {value!r}" if problem else None
+
+
+def number_type(rule: str) -> Callable[[str], int | float]:
+    """The argparse ``type=`` of ``rule`` (one of :data:`NUMBER_RULES`): a command-line value as a number,
+    or ``argparse.ArgumentTypeError`` saying why it is not one or not in the rule's range."""
+    kind = NUMBER_RULES[rule].kind
+
+    def parse(text: str) -> int | float:
+        try:
+            number = kind(text)
+        except (TypeError, ValueError):
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        problem = _range_problem(number, rule)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
+        return number
+
+    parse.__name__ = rule  # argparse names the type in its own messages
+    return parse
+
+
+def _range_problem(number: float, rule: str) -> str | None:
+    """``must be ...`` when ``number`` is outside the range of ``rule``, else ``None``."""
+    kind, low, low_incl, high, high_incl = NUMBER_RULES[rule]
     above = number > low or (low_incl and number == low)
     below = high is None or number < high or (high_incl and number == high)
-    if not (above and below):
-        if high is None:
-            rng = f"{'>=' if low_incl else '>'} {low}"
-        else:
-            top = "2**32" if high == 2**32 else high
-            rng = f"in {'[' if low_incl else '('}{low}, {top}{']' if high_incl else ')'}"
-        return f"must be {what} {rng}, got {value!r}"
-    return None
+    if above and below:
+        return None
+    what = "an integer" if kind is int else "a number"
+    if high is None:
+        return f"must be {what} {'>=' if low_incl else '>'} {low}"
+    top = "2**32" if high == 2**32 else high
+    return f"must be {what} in {'[' if low_incl else '('}{low}, {top}{']' if high_incl else ')'}"
 
 
 #: The deepest nesting of mappings and lists a config may have (real configs nest 4 or 5 levels).

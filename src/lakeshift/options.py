@@ -5,7 +5,7 @@ rule of :data:`lakeshift.config.NUMBER_RULES`, a set of choices, true or false, 
 (``--field-name`` unless named) and the configs that may set it: a study's ``train:`` sections
 (``study``) and a pretraining config's ``train:`` (``pretrain``). From the fields,
 
-* :func:`add_arguments` adds the argparse options (a rule's validator of :mod:`lakeshift.commands` as
+* :func:`add_arguments` adds the argparse options (a rule's :func:`~lakeshift.config.number_type` as
   ``type=``, so a bad number is refused while the command line is parsed);
 * :func:`config_keys` lists the keys a config section may hold, and :func:`check_config` validates one
   (unknown keys, types, ranges, choices), each error naming the file, line and key;
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from lakeshift.config import SourcedConfig
+from lakeshift.config import SourcedConfig, number_type
 
 T = TypeVar("T")
 
@@ -98,8 +98,6 @@ def add_arguments(
 
     An option's argparse default is its field's default unless ``defaults`` names another one (``None`` lets
     a command tell an option the user gave from one it did not)."""
-    from lakeshift.commands import RULE_TYPES
-
     fields = options_of(cls)
     for name in fields if names is None else names:
         f, opt = fields[name]
@@ -114,7 +112,7 @@ def add_arguments(
         elif opt.kind == "toggle":
             kwargs.update(action=argparse.BooleanOptionalAction, default=default)
         else:
-            kind = RULE_TYPES[opt.rule] if opt.rule else opt.parse
+            kind = number_type(opt.rule) if opt.rule else opt.parse
             if kind is not None:
                 kwargs["type"] = kind
             if opt.choices is not None:

@@ -17,8 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lakeshift.cli import main
-from lakeshift.commands import nonnegative_int, positive_float, positive_int, probability
-from lakeshift.config import number_problem
+from lakeshift.config import number_problem, number_type
+
+nonnegative_int, positive_float, positive_int, probability = map(
+    number_type, ("nonnegative_int", "positive_float", "positive_int", "probability")
+)
 
 TRAIN = ["train", "--data", "DATA", "--input", "grid", "--cot", "none", "--model", "micro", "--out", "OUT"]
 PREDICT = ["predict", "--model", "MODEL", "--data", "DATA", "--out", "OUT"]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakeshift.commands import hole_probability, map_size, positive_float, positive_int, seed
+from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
 
 SHOW_FORMATS = ("desc", "table", "grid", "image")
@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", help="'paper', 'tiny', or a .json/.yaml suite file (see below)")
     p.add_argument(
         "--seed",
-        type=seed,
+        type=number_type("seed"),
         default=0,
         help="suite seed, 0 .. 2**32 - 1; map i of split s depends on (seed, s, i) only (default 0)",
     )
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers",
-        type=positive_int,
+        type=number_type("positive_int"),
         default=os.cpu_count() or 1,
         help="worker processes for generation, images and SFT files; the output is identical for any value "
         "(default: the number of CPUs)",
@@ -74,13 +74,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--max-memory-gb",
-        type=positive_float,
+        type=number_type("positive_float"),
         help="refuse runs whose estimated peak memory exceeds this (default: the memory available now); "
         "the estimate (from sizes, counts and formats) is printed when a run is refused",
     )
     p.add_argument(
         "--max-hours",
-        type=positive_float,
+        type=number_type("positive_float"),
         default=24.0,
         help="refuse runs estimated to take longer than this (default 24)",
     )
@@ -97,11 +97,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("one custom split (instead of --suite)")
     g.add_argument("--split", default="custom", help="split name (default 'custom'); ids are <split>-00042")
-    g.add_argument("--sizes", nargs="+", type=map_size, metavar="N", help="map sizes, e.g. 7 8 9 10")
-    g.add_argument("--count", type=positive_int, help="maps per size (>= 1)")
+    g.add_argument(
+        "--sizes", nargs="+", type=number_type("map_size"), metavar="N", help="map sizes, e.g. 7 8 9 10"
+    )
+    g.add_argument("--count", type=number_type("positive_int"), help="maps per size (>= 1)")
     g.add_argument(
         "--hole-prob",
-        type=hole_probability,
+        type=number_type("hole_probability"),
         default=0.1,
         help="probability that a cell is a hole (default 0.1)",
     )

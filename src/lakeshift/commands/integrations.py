@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lakeshift.commands import seed
+from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
 
 
@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=",".join(SPLITS),
         help=f"comma-separated splits, one group each (default {','.join(SPLITS)})",
     )
-    p.add_argument("--seed", type=seed, default=0, help="suite seed without --data (default 0)")
+    p.add_argument(
+        "--seed", type=number_type("seed"), default=0, help="suite seed without --data (default 0)"
+    )
     p.set_defaults(handler=cmd_tasks)
 
     p = subparsers.add_parser(

@@ -10,9 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lakeshift.commands import (
-    positive_float,
-)
+from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.data import PROMPTS  # light: no torch
@@ -43,7 +41,9 @@ def _register_pretrain(subparsers: Any) -> None:
     )
     p.add_argument("config", help="pretraining YAML (e.g. configs/pretrain/base-mini.yaml)")
     p.add_argument("--out", required=True, help="run folder")
-    p.add_argument("--max-minutes", type=positive_float, help="override the config's train.max_minutes")
+    p.add_argument(
+        "--max-minutes", type=number_type("positive_float"), help="override the config's train.max_minutes"
+    )
     p.add_argument("--resume", action="store_true", help="continue OUT from its last checkpoint")
     p.set_defaults(handler=_pretrain)
 

@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lakeshift.commands import nonnegative_int
 from lakeshift.commands.scoring import add_scoring_options, print_warnings
+from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import first_record
 
@@ -40,7 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, help="suite folder with <split>/maps.jsonl")
     p.add_argument("--train-maps", type=Path, help="training maps.jsonl for the Figure 4 histogram")
     p.add_argument(
-        "--examples", type=nonnegative_int, default=600, help="examples embedded in report.html (default 600)"
+        "--examples",
+        type=number_type("nonnegative_int"),
+        default=600,
+        help="examples embedded in report.html (default 600)",
     )
     p.add_argument("--no-baselines", action="store_true", help="do not add the oracle/greedy/random rows")
     p.add_argument("--no-images", action="store_true", help="do not embed map images in report.html")
