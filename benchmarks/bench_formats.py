@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable
 
 from lakeshift import formats, traces
-from lakeshift.data import records
+from lakeshift.data import map_from_record, paper_suite, records
 from lakeshift.data.generate import SplitSpec, generate_split
-from lakeshift.data.suites import map_from_record, paper_suite
 from lakeshift.io import dumps
 
 

@@ -44,7 +44,7 @@ def bench_maps(args: argparse.Namespace) -> None:
 
 
 def bench_suite(args: argparse.Namespace) -> None:
-    from lakeshift.data.suites import build_suite, paper_suite
+    from lakeshift.data import build_suite, paper_suite
 
     out = Path(args.suite_out)
     if out.exists():

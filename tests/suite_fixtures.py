@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from lakeshift import report
-from lakeshift.data.suites import record_from_map
+from lakeshift.data.maps import record_from_map
 from lakeshift.env import FrozenLakeMap
 from lakeshift.scoring import load_scoring_maps, read_predictions, score_predictions
 

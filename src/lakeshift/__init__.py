@@ -5,9 +5,9 @@ implementation detail. Training and prediction live in :mod:`lakeshift.models` (
 """
 
 from lakeshift._version import __version__
+from lakeshift.data import build_suite, load_maps, map_from_record, select_maps
 from lakeshift.data.generate import Group, SplitSpec, generate_map
 from lakeshift.data.records import sft_record
-from lakeshift.data.suites import build_suite, load_maps, map_from_record, select_maps
 from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError, Rollout, Solution
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS, BoardState, FormatError, parse, render

@@ -21,6 +21,7 @@ import fcntl
 import functools
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -86,11 +87,21 @@ def wrapped_os_problem(err: BaseException, path: str | Path | None = None) -> st
         if any(n in text for n in needles):
             return _OS_PROBLEMS[code]
     if any(n in text for n in _TORCH_WRITE_FAILED):
-        from lakeshift.data.bounds import free_disk
-
         full = path is not None and free_disk(Path(path)) < _NEARLY_FULL
         return _OS_PROBLEMS[errno.ENOSPC] if full else "writing a checkpoint failed (a full disk?)"
     return None
+
+
+def free_disk(path: str | Path) -> float:
+    """Free bytes on the file system that will hold ``path`` (its nearest existing parent); infinite when
+    that cannot be told."""
+    probe = Path(path).resolve()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return float(shutil.disk_usage(probe).free)
+    except OSError:
+        return float("inf")
 
 
 def os_error_message(err: OSError, path: str | Path | None = None) -> str:

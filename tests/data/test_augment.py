@@ -13,11 +13,10 @@ from hypothesis import strategies as st
 
 from lakeshift import traces
 from lakeshift.cli import main
-from lakeshift.data import augment
+from lakeshift.data import augment, build_suite, check_suite, load_maps, record_from_map
 from lakeshift.data.generate import Group, SplitSpec
 from lakeshift.data.records import map_of
 from lakeshift.data.stats import split_stats
-from lakeshift.data.suites import build_suite, check_suite, load_maps, record_from_map
 from lakeshift.env import MOVES, FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 

@@ -10,7 +10,7 @@ import pytest
 from lakeshift import formats
 from lakeshift.cli import main
 from lakeshift.data import records
-from lakeshift.data.suites import load_maps, map_from_record
+from lakeshift.data.maps import load_maps, map_from_record
 
 SUITE = """\
 splits:

@@ -180,8 +180,8 @@ def test_unreachable_constraints_give_up_with_a_message() -> None:
 
 def test_paper_ood_splits_match_table_2() -> None:
     """Mean d_inf of the generated OOD splits (seed 0) is within sampling error of the paper's Table 2."""
+    from lakeshift.data.catalog import paper_suite
     from lakeshift.data.stats import split_stats
-    from lakeshift.data.suites import paper_suite
 
     specs = {s.name: s for s in paper_suite()}
     paper = {"ood-size": [3.27, 3.66, 4.01, 4.47], "ood-dist": [6.00, 6.35, 6.72, 7.00]}

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeshift.data import records
-from lakeshift.data.generate import Group, SplitSpec, rows_key
-from lakeshift.data.suites import (
+from lakeshift.data import (
     MAP_FIELDS,
     build_suite,
     check_suite,
@@ -18,7 +16,9 @@ from lakeshift.data.suites import (
     load_suite,
     map_from_record,
     paper_suite,
+    records,
 )
+from lakeshift.data.generate import Group, SplitSpec, rows_key
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import dumps
 

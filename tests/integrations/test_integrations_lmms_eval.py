@@ -24,7 +24,7 @@ from PIL import Image
 from lakeshift import traces
 from lakeshift.cli import main
 from lakeshift.data import records
-from lakeshift.data.suites import load_maps, map_from_record
+from lakeshift.data.maps import load_maps, map_from_record
 from lakeshift.formats import INPUT_FORMATS, prompts
 from lakeshift.formats.image import render_png
 from lakeshift.integrations import lmms_eval

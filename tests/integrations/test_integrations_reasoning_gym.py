@@ -20,7 +20,7 @@ from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, Ran
 
 from lakeshift import formats  # noqa: E402
 from lakeshift.cli import main  # noqa: E402
-from lakeshift.data.suites import map_from_record  # noqa: E402
+from lakeshift.data.maps import map_from_record  # noqa: E402
 from lakeshift.errors import LakeshiftError  # noqa: E402
 from lakeshift.formats import prompts  # noqa: E402
 from lakeshift.integrations import reasoning_gym as lakeshift_rg  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 from model_fixtures import generate_split
 
 from lakeshift.cli import main
-from lakeshift.data.suites import record_from_map
+from lakeshift.data.maps import record_from_map
 from lakeshift.env import FrozenLakeMap
 
 

@@ -6,7 +6,7 @@ import pytest
 from model_fixtures import generate_split
 
 from lakeshift import formats
-from lakeshift.data.suites import load_maps, map_from_record
+from lakeshift.data.maps import load_maps, map_from_record
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.data import load_sft
 

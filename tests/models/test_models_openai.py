@@ -9,7 +9,7 @@ from model_fixtures import FakeOpenAI, generate_split
 
 from lakeshift import formats
 from lakeshift.cli import main
-from lakeshift.data.suites import load_maps, map_from_record
+from lakeshift.data.maps import load_maps, map_from_record
 
 
 @pytest.fixture(scope="module")

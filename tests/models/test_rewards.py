@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshift import traces
-from lakeshift.data.suites import record_from_map
+from lakeshift.data.maps import record_from_map
 from lakeshift.env import FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.rewards import REWARDS, parse_rewards, reward_values, trl_reward_funcs

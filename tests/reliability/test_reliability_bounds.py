@@ -87,7 +87,7 @@ def test_record_bytes_match_real_records_on_a_straight_map() -> None:
     from lakeshift.data import records
     from lakeshift.io import dumps
 
-    rec = bounds._calibration_record(40)
+    rec = bounds.calibration_record(40)
     made = records.sft_records(rec, "test", ["grid"], ["grid+desc"], "images/x.png")
     real = len(dumps(next(iter(made.values()))).encode()) + 1
     assert bounds.record_bytes(40, ["grid"], ["grid+desc"]) == pytest.approx(real, rel=0.02)

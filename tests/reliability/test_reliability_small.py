@@ -18,7 +18,7 @@ from model_fixtures import FakeOpenAI, generate_split
 from suite_fixtures import make_suite, map_record, noisy_predictions, write_jsonl
 
 from lakeshift.cli import main
-from lakeshift.data.suites import load_maps
+from lakeshift.data.maps import load_maps
 from lakeshift.env import FrozenLakeMap
 from lakeshift.scoring import VSP_MAX_STEPS, extract, parse_moves
 

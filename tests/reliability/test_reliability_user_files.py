@@ -306,8 +306,8 @@ def test_every_maps_reader_refuses_what_score_refuses(work: Path, corruption: st
 
 def test_oracle_answers_are_optimal_and_stats_average_true_lengths(work: Path) -> None:
     """The records that pass are the ones whose numbers a report can trust."""
+    from lakeshift.data.maps import load_maps
     from lakeshift.data.stats import split_stats
-    from lakeshift.data.suites import load_maps
 
     recs = load_maps(work / "id-test")
     rows = {r["size"]: r for r in split_stats("id-test", recs)}

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from lakeshift.cli import main
-from lakeshift.data.suites import record_from_map, select_maps
+from lakeshift.data.maps import record_from_map, select_maps
 from lakeshift.env import FrozenLakeMap
 from lakeshift.io import write_jsonl
 

@@ -345,7 +345,7 @@ def test_dry_run_estimates_the_time_and_refuses_a_study_over_its_budget(tmp_path
     assert main(["run", str(fits), "--dry-run", "--workdir", str(tmp_path / "w")]) == 0
     err = capsys.readouterr().err
     # two 4-minute trainings and their model loads, and a few tiny predictions
-    from lakeshift.data.bounds import STAGE_OVERHEAD_S
+    from lakeshift.studies.estimates import STAGE_OVERHEAD_S
 
     estimate = next(line for line in err.splitlines() if line.startswith("estimated time"))
     train = 2 * (4 * 60 + STAGE_OVERHEAD_S) / 60
@@ -360,30 +360,31 @@ def test_dry_run_estimates_the_time_and_refuses_a_study_over_its_budget(tmp_path
 
 
 def test_training_and_prediction_estimates_follow_budget_epochs_and_maps() -> None:
-    from lakeshift.data import bounds
+    from lakeshift.studies import estimates
 
     groups = [(3, 1000), (6, 1000)]
-    by_budget = bounds.train_seconds(groups, "grid", "none", "mini", epochs=None, max_minutes=5)
-    assert by_budget == bounds.STAGE_OVERHEAD_S + 300
-    one = bounds.train_seconds(groups, "grid", "none", "mini", epochs=1, max_minutes=None)
-    two = bounds.train_seconds(groups, "grid", "none", "mini", epochs=2, max_minutes=None)
+    by_budget = estimates.train_seconds(groups, "grid", "none", "mini", epochs=None, max_minutes=5)
+    assert by_budget == estimates.STAGE_OVERHEAD_S + 300
+    one = estimates.train_seconds(groups, "grid", "none", "mini", epochs=1, max_minutes=None)
+    two = estimates.train_seconds(groups, "grid", "none", "mini", epochs=2, max_minutes=None)
     assert one is not None and two is not None
-    assert two - bounds.STAGE_OVERHEAD_S == pytest.approx(2 * (one - bounds.STAGE_OVERHEAD_S))
+    assert two - estimates.STAGE_OVERHEAD_S == pytest.approx(2 * (one - estimates.STAGE_OVERHEAD_S))
     # the budget ends a long run first; a model without a measured rate has no epoch estimate
-    assert bounds.train_seconds(groups, "grid", "none", "mini", epochs=1e6, max_minutes=5) == by_budget
-    assert bounds.train_seconds(groups, "grid", "none", "some/hub-model", epochs=1, max_minutes=None) is None
+    assert estimates.train_seconds(groups, "grid", "none", "mini", epochs=1e6, max_minutes=5) == by_budget
+    no_rate = estimates.train_seconds(groups, "grid", "none", "some/hub-model", epochs=1, max_minutes=None)
+    assert no_rate is None
     # longer answers and more maps take longer
-    short = bounds.predict_seconds([(6, 64)], "grid", "none")
+    short = estimates.predict_seconds([(6, 64)], "grid", "none")
     assert (
         short
-        < bounds.predict_seconds([(6, 64)], "grid", "grid")
-        < bounds.predict_seconds([(10, 64)], "grid", "grid")
+        < estimates.predict_seconds([(6, 64)], "grid", "grid")
+        < estimates.predict_seconds([(10, 64)], "grid", "grid")
     )
-    assert short < bounds.predict_seconds([(6, 640)], "grid", "none")
+    assert short < estimates.predict_seconds([(6, 640)], "grid", "none")
 
 
 def test_concurrent_trainings_share_the_clock_in_the_estimate_and_the_budget(tmp_path: Path, capsys) -> None:
-    from lakeshift.data.bounds import STAGE_OVERHEAD_S
+    from lakeshift.studies.estimates import STAGE_OVERHEAD_S
 
     one_model = (4 * 60 + STAGE_OVERHEAD_S) / 60
     at_once = write(tmp_path, "train_jobs: 2\nbudget_minutes: 6\n" + BUDGET_STUDY)

@@ -211,8 +211,8 @@ def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from lakeshift import formats, traces
+    from lakeshift.data import build_suite, load_suite
     from lakeshift.data.generate import Group, SplitSpec
-    from lakeshift.data.suites import build_suite, load_suite
     from lakeshift.env import TIE_BREAKS
 
     inputs = _csv(args.inputs, formats.INPUT_FORMATS, "input format")
@@ -268,7 +268,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if augment is not None:
         specs = _with_augment(specs, augment, custom)
     from lakeshift.data import bounds
-    from lakeshift.data.suites import check_suite
+    from lakeshift.data.catalog import check_suite
 
     check_suite(specs)  # the estimate below does arithmetic on every group: they must be valid first
 
@@ -344,8 +344,8 @@ def _with_augment(specs: list, augment: str, custom: bool) -> list:
 
 # ----- stats ------------------------------------------------------------------------------------------------
 def cmd_stats(args: argparse.Namespace) -> int:
+    from lakeshift.data.maps import load_maps
     from lakeshift.data.stats import find_splits, format_table, split_stats
-    from lakeshift.data.suites import load_maps
 
     rows: list[dict[str, Any]] = []
     for d in find_splits(args.dir):
@@ -360,7 +360,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 # ----- show -------------------------------------------------------------------------------------------------
 def _find_map(split_dir: Path, map_id: str) -> dict[str, Any]:
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
 
     if not split_dir.is_dir():
         raise LakeshiftError(f"{split_dir}: no such split folder")
@@ -381,7 +381,7 @@ def _split_variant(split_dir: Path) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from lakeshift import formats, traces
     from lakeshift.data import records
-    from lakeshift.data.suites import map_from_record
+    from lakeshift.data.maps import map_from_record
 
     if args.format not in SHOW_FORMATS:
         raise LakeshiftError(f"unknown format {args.format!r} (expected one of {', '.join(SHOW_FORMATS)})")
@@ -457,7 +457,7 @@ def _check_png(path: Path, where: str) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     import shutil
 
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
     from lakeshift.io import check_output, is_parquet, read_jsonl, writing
 
     if args.format not in ("parquet", "arrow"):

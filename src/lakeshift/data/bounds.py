@@ -1,5 +1,6 @@
-"""Resource bounds for ``lakeshift generate``, estimated from sizes, counts and formats before any work, and
-the time of a study's training and prediction stages for ``lakeshift run`` (its ``budget_minutes``).
+"""Resource bounds for ``lakeshift generate``, estimated from sizes, counts and formats before any work: the
+memory, disk and time of writing a suite, and the bytes of one map's SFT records that the study-time
+estimates (:mod:`lakeshift.studies.estimates`) build on.
 
 Why: SFT files grow fast with the map size. A ``grid`` CoT writes the whole map after every move, so one
 ``n x n`` record holds about ``2n`` maps of ``n^2`` characters (``n^3``); at ``n = 1000`` one record is
@@ -16,16 +17,18 @@ estimate of typical maps, good to a small factor, which is what refusing a hopel
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from lakeshift.data import records
+from lakeshift.data.maps import record_from_map
+from lakeshift.data.suites import MAPS_PER_JOB
+from lakeshift.env import FrozenLakeMap
 from lakeshift.errors import LakeshiftError
+from lakeshift.io import dumps, free_disk
 
-#: Maps per worker job when SFT files are written (``suites._write_split``'s chunk).
-CHUNK = 50
 #: Measured: SFT text rendered and written per second and worker (grid CoT at n = 150..300: 33-42 MB/s).
 SFT_BYTES_PER_S = 30e6
 #: Measured: a gymnasium frame rendered and saved as PNG, per map and worker.
@@ -51,12 +54,14 @@ class Estimate:
 
     def describe(self) -> str:
         return (
-            f"{self.n_maps:,} maps up to {self.largest}x{self.largest}: about {_gb(self.memory_bytes)} of "
-            f"memory, {_gb(self.disk_bytes)} on disk, {_duration(self.seconds)}"
+            f"{self.n_maps:,} maps up to {self.largest}x{self.largest}: about "
+            f"{format_bytes(self.memory_bytes)} of memory, {format_bytes(self.disk_bytes)} on disk, "
+            f"{_duration(self.seconds)}"
         )
 
 
-def _gb(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """A size as users read it: ``"1.5 GB"``, or ``"12 MB"`` below a tenth of a gigabyte."""
     return f"{n / 2**30:.1f} GB" if n >= 2**30 / 10 else f"{n / 2**20:.0f} MB"
 
 
@@ -70,10 +75,9 @@ def _duration(s: float) -> str:
     return f"{s / 86400:,.0f} days"
 
 
-def _calibration_record(n: int) -> dict:
-    from lakeshift.data.suites import record_from_map
-    from lakeshift.env import FrozenLakeMap
-
+def calibration_record(n: int) -> dict:
+    """The ``n x n`` map record the estimates measure: a hole lattice with start and goal in opposite corners,
+    so the optimal path has the largest hole-free length ``2(n - 1)``."""
     holes = frozenset((r, c) for r in range(1, n) for c in range(n - 1) if (r + 2 * c) % 5 == 0)
     holes -= {(n - 1, n - 1)}
     return record_from_map(FrozenLakeMap(n, holes, (0, 0), (n - 1, n - 1)), f"cal-{n}", "calibration")
@@ -82,12 +86,9 @@ def _calibration_record(n: int) -> dict:
 @lru_cache(maxsize=64)
 def _format_model(input_format: str, cot_format: str) -> tuple[float, ...]:
     """Least-squares coefficients ``(c0, c1, c2, c3)`` of one record's bytes as a cubic in ``n``."""
-    from lakeshift.data import records
-    from lakeshift.io import dumps
-
     xs, ys = [], []
     for n in _CAL_SIZES:
-        rec = _calibration_record(n)
+        rec = calibration_record(n)
         made = records.sft_records(rec, "test", [input_format], [cot_format], f"images/{rec['id']}.png")
         xs.append(float(n))
         ys.append(float(len(dumps(next(iter(made.values()))).encode("utf-8")) + 1))
@@ -136,14 +137,14 @@ def estimate(
     text_inputs = [i for i in inputs if images or i != "image"]
     per_size = {n: record_bytes(n, text_inputs, cots) for n in {n for n, _ in sizes_counts}}
     sft_total = sum(per_size[n] * c for n, c in sizes_counts)
-    # The CHUNK largest maps' records together: a job's text, held COPIES times, per busy worker; the map
+    # The largest maps' records of one job together: its text, held COPIES times, per busy worker; the map
     # records (rows of n characters, the path) stay in memory for the whole split.
     biggest: list[float] = []
     for n, c in sorted(sizes_counts, reverse=True):
-        biggest += [per_size[n]] * min(c, CHUNK - len(biggest))
-        if len(biggest) >= CHUNK:
+        biggest += [per_size[n]] * min(c, MAPS_PER_JOB - len(biggest))
+        if len(biggest) >= MAPS_PER_JOB:
             break
-    n_chunks = max(1, -(-maps // CHUNK))
+    n_chunks = max(1, -(-maps // MAPS_PER_JOB))
     # The workers' chunks, and with a pool the one the writer holds.
     in_flight = min(workers, n_chunks) + (workers > 1)
     records = sum(c * (3 * n * n + 40 * n + 600) for n, c in sizes_counts)
@@ -173,17 +174,6 @@ def available_memory() -> float:
         return float("inf")
 
 
-def free_disk(path: Path) -> float:
-    """Free bytes on the file system that will hold ``path`` (its nearest existing parent)."""
-    probe = path.resolve()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        return float(shutil.disk_usage(probe).free)
-    except OSError:
-        return float("inf")
-
-
 def check(
     est: Estimate, out: Path, *, max_memory_gb: float | None, max_hours: float, where: str | None = None
 ) -> None:
@@ -208,7 +198,7 @@ def check(
             "estimate is too cautious"
         )
         raise LakeshiftError(
-            f"{prefix}{est.describe()}; that is more than the {_gb(limit)} of {which}: {advice}"
+            f"{prefix}{est.describe()}; that is more than the {format_bytes(limit)} of {which}: {advice}"
         )
     if est.seconds > max_hours * 3600:
         advice = "use fewer or smaller maps" if where else "lower the counts or sizes, or raise --max-hours"
@@ -219,7 +209,7 @@ def check(
         advice = (
             "use fewer or smaller maps" if where else "use smaller sizes or counts, or fewer --inputs/--cots"
         )
-        raise LakeshiftError(f"{prefix}{est.describe()}; {out} has only {_gb(disk)} free: {advice}")
+        raise LakeshiftError(f"{prefix}{est.describe()}; {out} has only {format_bytes(disk)} free: {advice}")
 
 
 def suite_sizes(specs: Sequence, imported_counts: dict[str, int] | None = None) -> list[tuple[int, int]]:
@@ -236,152 +226,3 @@ def suite_sizes(specs: Sequence, imported_counts: dict[str, int] | None = None) 
             counts[spec.name] = sum(g.count for g in spec.groups)
         counts.setdefault(spec.name, sum(g.count for g in spec.groups))
     return out
-
-
-# ----- study time (lakeshift run --dry-run) -------------------------------------------------------------
-#: Training tokens per second by ``--model`` on 2 CPU cores (fp32, structured tokenizer, batch 32;
-#: benchmarks/README.md, "Learning"; the progress bar's tok/s). Models without a measured rate get no
-#: estimate.
-TRAIN_TOKENS_PER_S: dict[str, float] = {
-    "mini": 6000.0,
-    "mini-cells": 6000.0,
-    "mini-cells-shift": 6000.0,
-    "mini-cells-compose": 6000.0,
-    "mini-cells-base": 6000.0,
-    "mini-cells-trace-base": 6000.0,
-    "mini-cells-trace-player-base": 5300.0,  # grid / none, 10 epochs of 1,000 maps
-    "mini-cells-trace-wide-base": 5300.0,  # the player base's rate (the same model)
-}
-#: Measured: batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding
-#: steps per second; bench_predict.py). A batch lasts as long as its longest answer.
-GENERATE_STEPS_PER_S = 59.0
-PREDICT_BATCH = 32
-#: An answer may run past its reference's length up to the cap (1.25 x the longest reference).
-ANSWER_SLACK = 1.25
-#: The structured tokenizer writes 2.3-3.2 characters per token (benchmarks/README.md, "Tokens").
-CHARS_PER_TOKEN = 2.3
-#: Loading a model and tokenizing its data, beyond a training stage's time budget (measured: the demo's two
-#: 5-minute stages took 311 and 318 s, 24,000 records each), and loading a model for predictions (1-5 s).
-STAGE_OVERHEAD_S = 20.0
-PREDICT_OVERHEAD_S = 2.0
-
-
-def answer_chars(n: int, input_format: str, cot: str) -> float:
-    """Estimated characters of one ``n x n`` map's answer in ``cot`` (its record minus the no-CoT one's)."""
-    return max(record_bytes(n, [input_format], [cot]) - record_bytes(n, [input_format], ["none"]), 0.0) + 60
-
-
-@lru_cache(maxsize=256)
-def conversation_chars(n: int, input_format: str, cot: str, prompt: str) -> float:
-    """Characters of one ``n x n`` training conversation: the SFT record with the ``mirage`` prompt, or the
-    map's rendering and the completion alone with ``map-only`` (lakeshift.models.data)."""
-    if prompt != "map-only" or input_format == "image":
-        return record_bytes(n, [input_format], [cot])
-    from lakeshift import formats, traces
-    from lakeshift.data.records import map_of
-
-    m = map_of(_calibration_record(n))
-    return len(formats.render(m, input_format)) + len(traces.completion(m, m.optimal_path(), cot)) + 40
-
-
-#: No tokenizer averages more characters per token than this on a prompt (measured: 2.3-3.2 for the
-#: structured tokenizer, about 4 for Qwen's on English): prompts are at least their characters / this.
-MAX_CHARS_PER_TOKEN = 8
-
-
-def prompt_chars(n: int, input_format: str, prompt: str) -> int:
-    """Characters of the system and user turns of an ``n x n`` map's training prompt (``mirage``: the rule
-    text with the map, ``map-only``: the map alone); an image counts for nothing."""
-    from lakeshift import formats
-    from lakeshift.data import records
-    from lakeshift.formats.prompts import SYSTEM_PROMPT
-
-    rec = _calibration_record(n)
-    if prompt == "map-only":
-        user = "" if input_format == "image" else formats.render(records.map_of(rec), input_format)
-    else:
-        turns = records.prompt_messages(rec, input_format, None, "train")["messages"]
-        user = "".join(
-            c if isinstance(c, str) else "".join(b.get("text", "") for b in c)
-            for c in (m["content"] for m in turns if m["role"] == "user")
-        )
-    return len(SYSTEM_PROMPT) + len(user)
-
-
-def train_seconds(
-    groups: Sequence[tuple[int, int]],
-    input_format: str,
-    cot: str,
-    model: str,
-    *,
-    epochs: float | None,
-    max_minutes: float | None,
-    prompt: str = "mirage",
-) -> float | None:
-    """Estimated seconds of one training run over the maps ``groups`` (``(size, count)``): the time budget
-    if it ends the run first, else epochs of tokens at the model's measured rate; ``None``: unknown."""
-    budget = max_minutes * 60 if max_minutes else None
-    rate = TRAIN_TOKENS_PER_S.get(model)
-    by_epochs = None
-    if rate and epochs:
-        chars = sum(c * conversation_chars(n, input_format, cot, prompt) for n, c in groups)
-        by_epochs = epochs * chars / CHARS_PER_TOKEN / rate
-    known = [s for s in (budget, by_epochs) if s is not None]
-    return STAGE_OVERHEAD_S + min(known) if known else None
-
-
-def predict_seconds(groups: Sequence[tuple[int, int]], input_format: str, cot: str) -> float:
-    """Estimated seconds of greedy answers to the maps ``groups`` in batches of :data:`PREDICT_BATCH`, each
-    as long as its largest map's answer with :data:`ANSWER_SLACK`, at the measured decoding rate."""
-    sizes = sorted((n for n, c in groups for _ in range(c)), reverse=True)
-    steps = sum(
-        ANSWER_SLACK * answer_chars(sizes[i], input_format, cot) / CHARS_PER_TOKEN
-        for i in range(0, len(sizes), PREDICT_BATCH)
-    )
-    return PREDICT_OVERHEAD_S + steps / GENERATE_STEPS_PER_S
-
-
-# ----- GRPO memory (lakeshift train --method grpo) --------------------------------------------------------
-#: Bytes held per token of a training batch, per value of the model's logits: the logits and their
-#: log-softmax. Measured: a micro run (vocabulary 2,278, hidden 64, 2 layers, 72-token sequences) grew by
-#: 15 KB per token from 256 to 1,024 completions per step, 1.6 logits per token.
-LOGITS_COPIES = 2
-#: Values kept per hidden unit, layer and token for the backward pass (attention and MLP inputs and
-#: outputs); with gradient checkpointing only the layer inputs are kept.
-ACTIVATION_VALUES = 16
-
-
-def grpo_memory(
-    *,
-    completions: int,
-    generated_at_once: int,
-    tokens: int,
-    hidden: int,
-    layers: int,
-    vocab: int,
-    kv_width: int,
-    n_params: int,
-    value_bytes: int,
-    checkpointing: bool,
-) -> float:
-    """Estimated peak bytes of a GRPO step beyond what does not grow with the batch: one copy of the
-    weights, then the larger of the training forward over ``completions`` sequences of ``tokens`` tokens
-    (logits and activations) and the generation of ``generated_at_once`` sequences (their KV cache)."""
-    per_layer = 1 if checkpointing else ACTIVATION_VALUES
-    train_token = value_bytes * (LOGITS_COPIES * vocab + per_layer * hidden * layers)
-    generate_token = value_bytes * 2 * kv_width * layers
-    batch = max(completions * tokens * train_token, generated_at_once * tokens * generate_token)
-    return n_params * value_bytes + batch
-
-
-def check_grpo_memory(need: float, available: float, what: str) -> None:
-    """Refuses a GRPO run whose batch cannot fit (``what`` names the options that set it).
-
-    Raises:
-        LakeshiftError: one line with the estimate, the memory available and what to lower.
-    """
-    if need > available:
-        raise LakeshiftError(
-            f"{what}: a GRPO step would need about {_gb(need)} of memory, more than the {_gb(available)} "
-            "available; lower --num-generations or --batch-size (or --max-completion-length)"
-        )

@@ -1,25 +1,15 @@
-"""Benchmark suites on disk: the paper's splits (or your own), every input x CoT format, cached by config.
+"""Benchmark suites on disk: a suite's splits (:mod:`lakeshift.data.catalog`) generated or imported, written
+in every input x CoT format, and cached by config.
 
 Layout of ``OUT/`` (field names are fixed; other tools read them)::
 
     OUT/suite.json                    suite config, hash and split list (written last)
-    OUT/<split>/maps.jsonl            one map per line: id, split, size, rows, start, goal, holes, d_inf,
-                                      optimal_length, optimal_path, n_optimal_paths (+ source_id, offset
-                                      for embedded maps; + official_id for maps imported with --id-source;
-                                      + augmentation, augmented_from in augmented training splits, one
-                                      line per record: see lakeshift.data.augment)
+    OUT/<split>/maps.jsonl            one map per line (the record of lakeshift.data.maps)
     OUT/<split>/images/<id>.png       gymnasium's frame of the map (unless images are turned off)
     OUT/<split>/sft/<input>__<cot>.jsonl   trl conversational records, one per map (image inputs only
                                       when images are written); train splits use the "train" prompt
                                       variant, the others the "test" variant
     OUT/<split>/split.json            config, hash, counts and generation report (written last)
-
-The ``paper`` suite (the paper's section 4.1 and appendix A): ``id-train`` (100/200/300/400 maps of sizes 3-6,
-holes with probability 0.2 as gymnasium's ``generate_random_map(p=0.8)``, start and goal uniform), ``id-test``
-(100 per size, disjoint from id-train), ``ood-size`` (200 per size 7-10, hole probability 0.1), ``ood-dist``
-(as ood-size with ``d_inf >= 6``), ``embed10-train`` (each id-train map embedded in a random 10x10 map),
-``embed10-test`` (200 maps of 10x10 for each ``d_inf`` in 2..9). See :mod:`lakeshift.data.generate` for the
-distributions.
 
 Caching: each split has a hash of everything that determines its files (its spec, the seed, the generator
 and rules versions, the formats written, the hashes of the splits it depends on, the imported files).
@@ -27,15 +17,6 @@ Regenerating with the same config is a no-op; a different config in the same fol
 ``force``. A split is written in a hidden temporary folder and renamed into place when complete, with
 ``split.json`` written last, so an interrupted run leaves nothing that looks finished; rerunning resumes
 with the splits that are not done.
-
-``--id-source`` (the Mirage folder ``vsp_spatial_planning``): ``id-train`` and ``id-test`` are read from
-``train_direct.jsonl`` and ``test_direct.jsonl`` instead of generated, in file order. Mirage's ``map_id``
-is unique only per size (train ids repeat across sizes, test ids are ``0..99`` per size), so our ids are
-``"<n>x<n>-<map_id>"`` (``"5x5-1454"``, ``"3x3-31"``) and the original is kept in ``official_id``; should a
-``(size, map_id)`` pair repeat, later copies get ``"-2"``, ``"-3"``... appended (none do in the published
-files). The official training answer is kept as ``optimal_path`` when it is a successful plan of BFS-optimal
-length (all 1000 are); otherwise the solver's path is used and the split report counts it. Imported maps are
-never redrawn: the report counts test maps identical to a training map (the published id-test has 8).
 """
 
 from __future__ import annotations
@@ -43,11 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,366 +35,23 @@ from typing import Any
 from lakeshift import traces
 from lakeshift._version import __version__
 from lakeshift.data import augment, records
-from lakeshift.data.generate import (
-    GENERATOR_VERSION,
-    GenStats,
-    Group,
-    SplitSpec,
-    generate_split,
-    rows_key,
-    validate_spec,
-)
-from lakeshift.env import MOVES, RULES_VERSION, FrozenLakeMap, MapError
+from lakeshift.data.catalog import check_suite
+from lakeshift.data.generate import GENERATOR_VERSION, GenStats, SplitSpec, generate_split, rows_key
+from lakeshift.data.maps import load_maps, map_from_record
+from lakeshift.data.mirage import import_id_splits
+from lakeshift.env import RULES_VERSION
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
-from lakeshift.io import atomic_write, dumps, read_jsonl
+from lakeshift.formats.image import render_png
+from lakeshift.io import atomic_write, dumps, read_json
 from lakeshift.traces import COT_FORMATS
 
-MAP_FIELDS: tuple[str, ...] = (
-    "id",
-    "split",
-    "size",
-    "rows",
-    "start",
-    "goal",
-    "holes",
-    "d_inf",
-    "optimal_length",
-    "optimal_path",
-    "n_optimal_paths",
-)
-ID_SPLITS: tuple[str, ...] = ("id-train", "id-test")
 SUITE_FILE = "suite.json"
 SPLIT_FILE = "split.json"
+#: Maps per worker job when a split's images and SFT files are written.
+MAPS_PER_JOB = 50
 
 
-# ----- suites -----------------------------------------------------------------------------------------------
-def paper_suite() -> list[SplitSpec]:
-    """The paper's six splits."""
-    id_groups = ((3, 100), (4, 200), (5, 300), (6, 400))
-    return [
-        SplitSpec("id-train", tuple(Group(n, c, 0.2) for n, c in id_groups), train=True),
-        SplitSpec("id-test", tuple(Group(n, 100, 0.2) for n in (3, 4, 5, 6)), exclude=("id-train",)),
-        SplitSpec("ood-size", tuple(Group(n, 200, 0.1) for n in (7, 8, 9, 10)), exclude=("id-train",)),
-        SplitSpec(
-            "ood-dist", tuple(Group(n, 200, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)
-        ),
-        SplitSpec("embed10-train", train=True, embed_source="id-train", embed_size=10, embed_hole_prob=0.1),
-        SplitSpec(
-            "embed10-test",
-            tuple(Group(10, 200, 0.1, d_inf_min=d, d_inf_max=d) for d in range(2, 10)),
-            exclude=("embed10-train",),
-        ),
-    ]
-
-
-def tiny_suite() -> list[SplitSpec]:
-    """A small suite with the paper's structure (8 maps per group), for demos and smoke tests."""
-    return [
-        SplitSpec("id-train", tuple(Group(n, 8, 0.2) for n in (3, 4, 5, 6)), train=True),
-        SplitSpec("id-test", tuple(Group(n, 4, 0.2) for n in (3, 4, 5, 6)), exclude=("id-train",)),
-        SplitSpec("ood-size", tuple(Group(n, 4, 0.1) for n in (7, 8, 9, 10)), exclude=("id-train",)),
-        SplitSpec(
-            "ood-dist", tuple(Group(n, 4, 0.1, d_inf_min=6) for n in (7, 8, 9, 10)), exclude=("id-train",)
-        ),
-        SplitSpec("embed10-train", train=True, embed_source="id-train"),
-        SplitSpec(
-            "embed10-test",
-            tuple(Group(10, 2, 0.1, d_inf_min=d, d_inf_max=d) for d in range(2, 10)),
-            exclude=("embed10-train",),
-        ),
-    ]
-
-
-SUITES: dict[str, Callable[[], list[SplitSpec]]] = {"paper": paper_suite, "tiny": tiny_suite}
-
-
-def load_suite(name_or_path: str) -> list[SplitSpec]:
-    """A named suite (``paper``, ``tiny``) or a suite file (``.json``/``.yaml``: ``{"splits": [...]}``,
-    each split a :class:`~lakeshift.data.generate.SplitSpec` as a dict with ``groups`` as dicts).
-
-    Raises:
-        LakeshiftError: an unknown name, or a file that is missing, malformed or fails :func:`check_suite`.
-    """
-    if name_or_path in SUITES:
-        return SUITES[name_or_path]()
-    path = Path(name_or_path)
-    if path.suffix.lower() not in (".json", ".yaml", ".yml"):
-        raise LakeshiftError(
-            f"unknown suite {name_or_path!r} (expected one of {', '.join(SUITES)} "
-            "or a .json/.yaml suite file)"
-        )
-    if not path.is_file():
-        raise LakeshiftError(f"{path}: no such suite file")
-    if path.suffix.lower() == ".json":
-        from lakeshift.io import read_json
-
-        data = read_json(path)
-    else:
-        from lakeshift.config import load_yaml
-
-        data = load_yaml(path).data
-    if not isinstance(data, Mapping) or not isinstance(data.get("splits"), list):
-        raise LakeshiftError(f"{path}: expected an object with a list 'splits'")
-    specs = [SplitSpec.from_dict(s, f"{path}: splits[{i}]") for i, s in enumerate(data["splits"])]
-    try:  # before anything reads the specs (the resource estimate of `generate` does arithmetic on them)
-        check_suite(specs)
-    except LakeshiftError as err:
-        raise LakeshiftError(f"{path}: {err}") from None
-    return specs
-
-
-def check_suite(specs: Sequence[SplitSpec]) -> None:
-    """Validates a suite: unique names, dependencies defined earlier, every group's constraints possible."""
-    seen: list[str] = []
-    for spec in specs:
-        if spec.name in seen:
-            raise LakeshiftError(f"split {spec.name!r} is defined twice")
-        for dep in (*spec.exclude, *([spec.embed_source] if spec.embed_source else [])):
-            if dep not in seen:
-                raise LakeshiftError(
-                    f"split {spec.name}: depends on {dep!r}, which must be defined before it"
-                )
-        validate_spec(spec, seen)
-        if spec.augment:
-            augment.parse_augment(spec.augment, f"split {spec.name}: augment")
-            if not spec.train:
-                raise LakeshiftError(
-                    f"split {spec.name}: augment applies to training splits only (give train: true); "
-                    "test splits are never augmented"
-                )
-        if spec.embed_source:
-            src = next(s for s in specs if s.name == spec.embed_source)
-            big = max((g.size for g in src.groups), default=0)
-            if big > spec.embed_size:
-                raise LakeshiftError(
-                    f"split {spec.name}: cannot embed {big}x{big} maps of {src.name} "
-                    f"in {spec.embed_size}x{spec.embed_size}"
-                )
-        seen.append(spec.name)
-
-
-# ----- readers ----------------------------------------------------------------------------------------------
-def load_maps(path: str | Path) -> list[dict[str, Any]]:
-    """The map records of a split folder (or of a ``maps.jsonl`` file), in file order, each checked by
-    :func:`check_map_record`; ids are unique and the file holds at least one map. What every reader of
-    maps (``score``, ``stats``, ``show``, ``export``, ``report``, training) validates them with.
-
-    Raises:
-        LakeshiftError: a missing or empty file, a line that is malformed, lacks a field or disagrees with
-            its map, or an id seen before (file, line, field).
-    """
-    path = Path(path)
-    if path.is_dir():
-        path = path / "maps.jsonl"
-    out = []
-    first_line: dict[str, int] = {}
-    for lineno, rec in read_jsonl(path, required=MAP_FIELDS):
-        where = f"{path}, line {lineno}"
-        check_map_record(rec, where)
-        rid = str(rec["id"])
-        if rid in first_line:
-            raise LakeshiftError(f"{where}: duplicate map id {rid!r} (also on line {first_line[rid]})")
-        first_line[rid] = lineno
-        out.append(rec)
-    if not out:
-        raise LakeshiftError(f"{path}: no maps in file")
-    return out
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_cell(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)
-
-
-def check_map_record(rec: Mapping[str, Any], where: str) -> FrozenLakeMap:
-    """Validates one ``maps.jsonl`` record: the type of every field present (``"size": "five"`` and
-    ``"start": "0,0"`` are errors), then the map itself as the scorer checks it (:func:`map_from_record`:
-    valid ``rows``, ``start``/``goal`` agreeing with them), a solvable map, and ``size``, ``d_inf``,
-    ``optimal_length`` and the length of ``optimal_path`` agreeing with it (one breadth-first search). The
-    one validator behind ``stats``, ``show``, ``export``, ``score``, ``report`` and every reader of maps.
-
-    Returns:
-        The record's map.
-
-    Raises:
-        LakeshiftError: ``where`` (file and line), the field and what is wrong with it.
-    """
-    rid = rec.get("id")
-    if "id" in rec and (not isinstance(rid, (str, int)) or isinstance(rid, bool)):
-        raise LakeshiftError(f"{where}: field 'id' must be a string, got {type(rid).__name__} {rid!r}")
-    if "split" in rec and not isinstance(rec["split"], str):
-        raise LakeshiftError(f"{where}: field 'split' must be a string, got {rec['split']!r}")
-    for key in ("size", "holes", "d_inf", "optimal_length", "n_optimal_paths"):
-        if key in rec and not (_is_int(rec[key]) and rec[key] >= 0):
-            raise LakeshiftError(f"{where}: field {key!r} must be an integer >= 0, got {rec[key]!r}")
-    for key in ("start", "goal"):
-        if key in rec and not _is_cell(rec[key]):
-            raise LakeshiftError(f"{where}: field {key!r} must be [row, column] integers, got {rec[key]!r}")
-    if not isinstance(rec.get("rows"), list) or not all(isinstance(r, str) for r in rec["rows"]):
-        raise LakeshiftError(f"{where}: field 'rows' must be a list of strings")
-    if "optimal_path" in rec and (
-        not isinstance(rec["optimal_path"], list)
-        or not all(isinstance(m, str) and m in MOVES for m in rec["optimal_path"])
-    ):
-        raise LakeshiftError(f"{where}: field 'optimal_path' must be a list of UP/DOWN/LEFT/RIGHT")
-    try:
-        m = map_from_record(rec)
-    except LakeshiftError as err:
-        raise LakeshiftError(f"{where}: invalid map ({err})") from None
-    if "size" in rec and rec["size"] != m.size:
-        raise LakeshiftError(
-            f"{where}: field 'size' is {rec['size']}, but 'rows' make a {m.size}x{m.size} map"
-        )
-    if "d_inf" in rec and rec["d_inf"] != m.d_inf:
-        raise LakeshiftError(
-            f"{where}: field 'd_inf' is {rec['d_inf']}, but start and goal are {m.d_inf} apart"
-        )
-    shortest = m.optimal_length
-    if shortest is None:
-        raise LakeshiftError(f"{where}: field 'rows': an unsolvable map (no safe path from start to goal)")
-    if "optimal_length" in rec and rec["optimal_length"] != shortest:
-        raise LakeshiftError(
-            f"{where}: field 'optimal_length' is {rec['optimal_length']}, but the map's shortest plan has "
-            f"{shortest} moves"
-        )
-    if "optimal_path" in rec and len(rec["optimal_path"]) != shortest:
-        raise LakeshiftError(
-            f"{where}: field 'optimal_path' has {len(rec['optimal_path'])} moves, but the map's shortest "
-            f"plan has {shortest}"
-        )
-    return m
-
-
-def select_maps(
-    maps: Sequence[Mapping[str, Any]],
-    *,
-    sizes: Collection[int] | None = None,
-    per_size: int | None = None,
-    limit: int | None = None,
-) -> list[Mapping[str, Any]]:
-    """The evaluation subset of a split, in file order: maps of ``sizes`` (all if None), the first
-    ``per_size`` of each size, then the first ``limit`` overall.
-
-    ``lakeshift predict`` records these three settings in every prediction (``selection``) and the scorer
-    applies the same function, so a map the subset should contain but the predictions lack is counted
-    ``missing`` while the maps outside the subset are not counted at all.
-    """
-    out: list[Mapping[str, Any]] = []
-    taken: Counter[int] = Counter()
-    for rec in maps:
-        size = int(rec["size"])
-        if sizes and size not in sizes:
-            continue
-        if per_size is not None and taken[size] >= per_size:
-            continue
-        taken[size] += 1
-        out.append(rec)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
-def map_from_record(rec: Mapping[str, Any]) -> FrozenLakeMap:
-    """The :class:`FrozenLakeMap` of a ``maps.jsonl`` record (from ``rows``; ``start``/``goal`` checked).
-
-    Raises:
-        LakeshiftError: invalid ``rows`` or ``start``/``goal`` that disagree with them (names the map id).
-    """
-    return records.map_of(rec)
-
-
-def record_from_map(
-    m: FrozenLakeMap, rid: str, split: str, path: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """A ``maps.jsonl`` record for ``m`` (``path`` given: used as the optimal path, else the solver's)."""
-    sol = m.solve()
-    return {
-        "id": rid,
-        "split": split,
-        "size": m.size,
-        "rows": m.rows,
-        "start": list(m.start),
-        "goal": list(m.goal),
-        "holes": m.n_holes,
-        "d_inf": m.d_inf,
-        "optimal_length": sol.optimal_length,
-        "optimal_path": list(path) if path is not None else sol.optimal_path,
-        "n_optimal_paths": sol.n_optimal_paths,
-    }
-
-
-# ----- import of the official ID data -----------------------------------------------------------------------
-_BOXED = re.compile(r"\\boxed\{([^}]*)\}")
-
-
-def import_official(source: str | Path, which: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Reads Mirage's ``train_direct.jsonl`` (``which="id-train"``) or ``test_direct.jsonl`` (``"id-test"``).
-
-    Returns:
-        The map records (file order) and a report (file, sha256, answers kept/replaced, renamed ids).
-
-    Raises:
-        LakeshiftError: a missing folder or file, or a malformed line (file, line and field named).
-    """
-    folder = Path(source)
-    if not folder.is_dir():
-        raise LakeshiftError(f"--id-source {folder}: no such folder")
-    path = folder / ("train_direct.jsonl" if which == "id-train" else "test_direct.jsonl")
-    required = ("map_id", "map_desc", *(("text_output",) if which == "id-train" else ()))
-    records: list[dict[str, Any]] = []
-    taken: Counter[str] = Counter()
-    kept = replaced = renamed = 0
-    for lineno, obj in read_jsonl(path, required=required):
-        where = f"{path}, line {lineno}"
-        try:
-            m = FrozenLakeMap.from_map_desc(obj["map_desc"])
-        except (MapError, TypeError) as err:
-            raise LakeshiftError(f"{where}: field 'map_desc': {err}") from None
-        if not m.solvable:
-            raise LakeshiftError(f"{where}: field 'map_desc': the goal is unreachable")
-        official = str(obj["map_id"])
-        base = f"{m.size}x{m.size}-{official}"
-        taken[base] += 1
-        rid = base if taken[base] == 1 else f"{base}-{taken[base]}"
-        renamed += taken[base] > 1
-        path_moves = None
-        if which == "id-train":
-            found = _BOXED.findall(str(obj["text_output"]))
-            if not found:
-                raise LakeshiftError(f"{where}: field 'text_output' has no \\boxed{{...}} answer")
-            moves = [w.strip().upper() for w in found[-1].split(",") if w.strip()]
-            if all(mv in MOVES for mv in moves):
-                roll = m.simulate(moves)
-                if roll.success and len(moves) == m.optimal_length:
-                    path_moves = moves
-            kept += path_moves is not None
-            replaced += path_moves is None
-        rec = record_from_map(m, rid, which, path_moves)
-        rec["official_id"] = official
-        records.append(rec)
-    report = {
-        "file": str(path),
-        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "maps": len(records),
-        "renamed_duplicate_ids": renamed,
-    }
-    if which == "id-train":
-        report.update(official_answers_kept=kept, official_answers_replaced=replaced)
-    return records, report
-
-
-def _file_sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as err:
-        raise LakeshiftError(f"{path}: cannot read ({err.strerror})") from None
-
-
-# ----- writing ----------------------------------------------------------------------------------------------
 @dataclass
 class SuiteResult:
     """What :func:`build_suite` did."""
@@ -481,14 +118,14 @@ def build_suite(
     _check_formats(input_formats, cot_formats)
     inputs = [f for f in input_formats if images or f != "image"]
     names = [s.name for s in specs]
-    imported = _import_id_splits(id_source, names) if id_source is not None else {}
+    imported = import_id_splits(id_source, names) if id_source is not None else {}
     common = {"seed": seed, "images": images, "input_formats": inputs, "cot_formats": list(cot_formats)}
     configs, hashes = _split_configs(specs, imported, common)
     suite_cfg = {"suite": suite_name, "splits": [[n, hashes[n]] for n in names]}
     suite_hash = _canonical_hash(suite_cfg)
     result = SuiteResult(out, suite_hash, up_to_date=False)
 
-    old_suite = _read_json(out / SUITE_FILE)
+    old_suite = _read_json_object(out / SUITE_FILE)
     if old_suite is not None and old_suite.get("hash") != suite_hash and not force:
         raise LakeshiftError(
             f"{out} holds a different suite ({old_suite.get('suite')}, "
@@ -542,7 +179,7 @@ def build_suite(
                     bar,
                 )
                 result.written.append(name)
-            result.reports[name] = _read_json(out / name / SPLIT_FILE) or {}
+            result.reports[name] = _read_json_object(out / name / SPLIT_FILE) or {}
     finally:
         bar.close()
         if pool is not None:
@@ -566,16 +203,6 @@ def _check_formats(input_formats: Sequence[str], cot_formats: Sequence[str]) -> 
     for c in cot_formats:
         if c not in COT_FORMATS:
             raise LakeshiftError(f"unknown CoT format {c!r} (expected one of {', '.join(COT_FORMATS)})")
-
-
-def _import_id_splits(id_source: str | Path, names: Sequence[str]) -> dict[str, tuple[list[dict], dict]]:
-    """``--id-source``: the official id-train / id-test maps, with each file's import report."""
-    missing = [n for n in ID_SPLITS if n not in names]
-    if missing:
-        raise LakeshiftError(
-            f"--id-source needs splits {', '.join(ID_SPLITS)} in the suite; missing {missing}"
-        )
-    return {name: import_official(id_source, name) for name in ID_SPLITS}
 
 
 def _split_configs(
@@ -614,7 +241,7 @@ def _finished_splits(out: Path, hashes: Mapping[str, str], force: bool) -> dict[
     done: dict[str, bool] = {}
     for name, digest in hashes.items():
         folder = out / name
-        meta = _read_json(folder / SPLIT_FILE)
+        meta = _read_json_object(folder / SPLIT_FILE)
         done[name] = meta is not None and meta.get("hash") == digest and (folder / "maps.jsonl").is_file()
         if not done[name] and folder.exists() and not force:
             what = "a different config" if meta is not None else "files that are not a finished split"
@@ -671,10 +298,12 @@ def _stats_dict(st: GenStats) -> dict[str, int]:
     }
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json_object(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None when it is missing, unreadable, malformed or not an object: such
+    a ``suite.json`` or ``split.json`` marks nothing as finished."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # ValueError: not UTF-8 or not JSON
+        obj = read_json(path)
+    except LakeshiftError:
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -712,8 +341,6 @@ def _render_chunk(
     and how many of the maps' ``astar`` traces answer with A*'s own path instead of ``optimal_path``."""
     recs, image_dir, variant, inputs, cots = args
     if image_dir is not None:
-        from lakeshift.formats.image import render_png
-
         for rec in recs:
             # Augmented records that differ only in their path share one image.
             if augment.image_id(rec) == rec["id"]:
@@ -749,7 +376,7 @@ def _write_split(
     images: bool,
     pool: Any,
     bar: Any,
-    chunk: int = 50,
+    chunk: int = MAPS_PER_JOB,
 ) -> None:
     final = out / spec.name
     for stale in out.glob(f".{spec.name}.partial-*"):

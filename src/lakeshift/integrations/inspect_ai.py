@@ -117,7 +117,7 @@ def generated_data(suite: str, seed: int, split: str, input_format: str, cot_for
     Raises:
         LakeshiftError: an unknown suite or split (naming the known ones).
     """
-    from lakeshift.data.suites import build_suite, load_suite
+    from lakeshift.data import build_suite, load_suite
     from lakeshift.io import output_lock
 
     if suite not in GENERATED_SUITES:

@@ -52,7 +52,7 @@ from typing import Any
 
 from lakeshift import formats, traces
 from lakeshift.data.generate import Group, SplitSpec, generate_map, validate_group
-from lakeshift.data.suites import map_from_record
+from lakeshift.data.maps import map_from_record
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import prompts
 from lakeshift.scoring import score_output, scoring_map

@@ -81,7 +81,7 @@ def sft_path(data: str | Path, split: str, input_format: str, cot_format: str) -
 
 
 def _map_sizes(split_dir: Path) -> dict[str, int]:
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
 
     maps = split_dir / "maps.jsonl"
     if not maps.is_file():
@@ -129,7 +129,7 @@ def load_sft(
             raise LakeshiftError(f"{option} needs {split_dir / 'maps.jsonl'} (map sizes), which is missing")
     selected: set[str] | None = None
     if sizes or per_size:
-        from lakeshift.data.suites import select_maps
+        from lakeshift.data.maps import select_maps
 
         rows = [{"id": i, "size": n} for i, n in map_sizes.items()]
         selected = {str(r["id"]) for r in select_maps(rows, sizes=sizes, per_size=per_size)}
@@ -191,7 +191,7 @@ def map_only_user(map_record: dict[str, Any], input_format: str) -> dict[str, An
     if input_format == "image":
         return {"role": "user", "content": [{"type": "image"}]}
     from lakeshift import formats
-    from lakeshift.data.suites import map_from_record
+    from lakeshift.data.maps import map_from_record
 
     return {"role": "user", "content": formats.render(map_from_record(map_record), input_format)}
 
@@ -204,7 +204,7 @@ def map_only_records(
     Raises:
         LakeshiftError: ``maps.jsonl`` is missing or malformed, or lacks one of the records' ids.
     """
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
 
     maps_file = split_dir / "maps.jsonl"
     if not maps_file.is_file():

@@ -159,7 +159,7 @@ def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
     Raises:
         LakeshiftError: the split has no ``maps.jsonl`` or it lacks one of the records' ids.
     """
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
     from lakeshift.models.train import _as_parts
 
     maps_file = sft.split_dir / "maps.jsonl"
@@ -195,7 +195,7 @@ def check_memory(
     spec: ModelSpec, rows: list[dict[str, Any]], hp: dict[str, Any], tokenizer: Any, cuda: bool
 ) -> None:
     """Refuses, before the model loads, a batch the machine cannot hold
-    (:func:`lakeshift.data.bounds.grpo_memory`
+    (:func:`lakeshift.models.resources.grpo_memory`
     on the longest prompt plus ``max_completion_length``); a model whose config lacks its shape is not
     checked.
 
@@ -203,6 +203,7 @@ def check_memory(
         LakeshiftError: the estimate exceeds the free memory of the GPU (or of the machine on a CPU).
     """
     from lakeshift.data import bounds
+    from lakeshift.models import resources
 
     shape = spec.config.get("text_config") or spec.config
     try:
@@ -216,7 +217,7 @@ def check_memory(
     longest = max(texts, key=len)
     # + 16: the chat template's role markers around each turn
     tokens = len(tokenizer(longest, add_special_tokens=False)["input_ids"]) + 16 + hp["max_completion_length"]
-    need = bounds.grpo_memory(
+    need = resources.grpo_memory(
         completions=hp["batch_size"],
         generated_at_once=hp["batch_size"] * hp["grad_accum"],
         tokens=tokens,
@@ -236,7 +237,7 @@ def check_memory(
         available = bounds.available_memory()
     batch = f"{hp['batch_size']} sequences of up to {tokens} tokens"
     what = f"--num-generations {hp['num_generations']} ({batch})"
-    bounds.check_grpo_memory(need, available, what)
+    resources.check_grpo_memory(need, available, what)
 
 
 def _text_of(content: Any) -> str:

@@ -283,7 +283,7 @@ def excluded_maps(paths: Sequence[str | Path]) -> tuple[frozenset[tuple[str, ...
     Raises:
         LakeshiftError: a path that is not there or holds no ``maps.jsonl``; an invalid map file.
     """
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
     from lakeshift.io import file_sha256
 
     files: list[Path] = []

@@ -338,7 +338,7 @@ def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Map
             selections.append(selection)
     if not selections:
         return maps
-    from lakeshift.data.suites import select_maps
+    from lakeshift.data.maps import select_maps
 
     records = [sm.record for sm in maps.values()]
     wanted: set[str] = set()

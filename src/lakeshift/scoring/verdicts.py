@@ -74,7 +74,7 @@ def scoring_map(rec: Mapping[str, Any], where: str = "map record") -> ScoringMap
     Raises:
         LakeshiftError: the record lacks ``id`` or ``rows`` or describes an invalid map.
     """
-    from lakeshift.data.suites import map_from_record
+    from lakeshift.data.maps import map_from_record
 
     if "id" not in rec:
         raise LakeshiftError(f"{where}: missing field 'id'")
@@ -94,7 +94,7 @@ def load_scoring_maps(path: str | Path) -> dict[str, ScoringMap]:
     Raises:
         LakeshiftError: missing file, malformed line or field, invalid map, duplicate id, or no maps.
     """
-    from lakeshift.data.suites import load_maps
+    from lakeshift.data.maps import load_maps
 
     return {str(rec["id"]): scoring_map(rec, f"{path}, map {i}") for i, rec in enumerate(load_maps(path), 1)}
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from lakeshift._version import __version__
 from lakeshift.config import SourcedConfig, load_yaml
-from lakeshift.data import bounds
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
 from lakeshift.models.train import TrainOptions
 from lakeshift.options import check_config, to_argv
+from lakeshift.studies import estimates
 from lakeshift.studies.schema import (
     DATA_KEYS,
     GRPO_TRAIN_KEYS,
@@ -51,7 +51,7 @@ class Stage:
     marker: Path
     outputs: list[Path] = field(default_factory=list)  # removed first when the stage's settings changed
     files: dict[Path, Any] = field(default_factory=dict)  # JSON files written before running
-    estimate_s: float | None = None  # the time it should take (lakeshift.data.bounds), None: unknown
+    estimate_s: float | None = None  # the time it should take (lakeshift.studies.estimates), None: unknown
     writes: list[Path] = field(default_factory=list)  # what it writes into, when more than its outputs
 
     def recorded_key(self) -> str | None:
@@ -346,7 +346,7 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
     suite_arg: str
     split_names: list[str]
     if "suite" in dcfg:
-        from lakeshift.data.suites import SUITES, load_suite
+        from lakeshift.data.catalog import SUITES, load_suite
         from lakeshift.io import file_sha256
 
         suite_arg = dcfg["suite"]
@@ -358,8 +358,8 @@ def _plan_data(cfg: SourcedConfig, dcfg: Any, workdir: Path) -> _DataPlan:
         # a suite file enters the key by its content, so editing it regenerates the data
         suite_content: Any = suite_arg if suite_arg in SUITES else {"file_sha256": file_sha256(suite_arg)}
     else:
+        from lakeshift.data.catalog import check_suite
         from lakeshift.data.generate import SplitSpec
-        from lakeshift.data.suites import check_suite
 
         specs = []
         for i, raw in enumerate(dcfg["splits"]):
@@ -549,8 +549,8 @@ def _check_sft_model(
     max_length = tcfg.get("max_length")
     sizes = [n for n, _ in plan.groups.get(train_split, [])]
     if max_length is not None and sizes:
-        chars = bounds.prompt_chars(min(sizes), entry["input"], tcfg.get("prompt", "mirage"))
-        shortest = chars // bounds.MAX_CHARS_PER_TOKEN
+        chars = estimates.prompt_chars(min(sizes), entry["input"], tcfg.get("prompt", "mirage"))
+        shortest = chars // estimates.MAX_CHARS_PER_TOKEN
         if max_length <= shortest:
             own = "max_length" in (entry.get("train") or {})
             raise cfg.error(
@@ -627,7 +627,7 @@ def _train_stage(
         argv = ["train", "--method", "grpo", *to_argv(options, GrpoOptions)]
         stage = Stage("train", mname, key, argv, record, [run_dir])
         # GRPO's rate is not measured: only its time budget counts
-        stage.estimate_s = bounds.train_seconds(
+        stage.estimate_s = estimates.train_seconds(
             [], entry["input"], entry["cot"], "", epochs=None, max_minutes=tcfg.get("max_minutes")
         )
         return stage
@@ -636,7 +636,7 @@ def _train_stage(
     argv = ["train", *to_argv({**given, "out": str(run_dir), **model_spec}, TrainOptions)]
     stage = Stage("train", mname, key, argv, record, [run_dir])
     groups = _limited(plan.groups.get(tcfg.get("split", "id-train"), []), None, tcfg.get("limit"))
-    stage.estimate_s = bounds.train_seconds(
+    stage.estimate_s = estimates.train_seconds(
         groups,
         entry["input"],
         entry["cot"],
@@ -711,7 +711,7 @@ def _predict_stages(
         stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
         if pcfg.get("backend", "hf") == "hf":  # API and vLLM rates are not this machine's
             groups = _limited(plan.groups.get(split, []), pcfg.get("per_size"), pcfg.get("limit"))
-            one_pass = bounds.predict_seconds(groups, entry["input"], entry["cot"])
+            one_pass = estimates.predict_seconds(groups, entry["input"], entry["cot"])
             stage.estimate_s = one_pass * pcfg.get("samples", 1)
         stages.append(stage)
     return stages

@@ -45,7 +45,7 @@ from typing import Any
 
 from lakeshift import traces
 from lakeshift.data import records
-from lakeshift.data.suites import load_maps, map_from_record
+from lakeshift.data.maps import load_maps, map_from_record
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS, prompts
 from lakeshift.scoring import score_output, scoring_map
@@ -256,7 +256,7 @@ def task_files(maps_by_split: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict
 
 def paper_maps(splits: Sequence[str] = SPLITS, seed: int = 0) -> dict[str, list[dict[str, Any]]]:
     """The maps of the paper suite's ``splits``, as ``lakeshift generate --suite paper --seed SEED`` makes."""
-    from lakeshift.data.suites import build_suite, paper_suite
+    from lakeshift.data import build_suite, paper_suite
 
     with tempfile.TemporaryDirectory() as tmp:
         build_suite(
