@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -291,8 +292,6 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
 
 def file_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes (what predictions and run folders record of the data they read)."""
-    import hashlib
-
     digest = hashlib.sha256()
     with Path(path).open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

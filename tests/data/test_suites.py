@@ -17,8 +17,10 @@ from lakeshift.data import (
     map_from_record,
     paper_suite,
     records,
+    suites,
 )
-from lakeshift.data.generate import Group, SplitSpec, rows_key
+from lakeshift.data.generate import Group, SplitSpec, generate_split, rows_key
+from lakeshift.data.stats import split_stats
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import dumps
 
@@ -87,8 +89,6 @@ def test_layout_and_records(tmp_path: Path) -> None:
 
 def test_batch_sft_records_equal_sft_record_byte_for_byte() -> None:
     """The suite writes :func:`records.sft_records` (all pairs at once): each equals its single record."""
-    from lakeshift.data.generate import generate_split
-
     spec = SplitSpec("x", (Group(5, 4, 0.2), Group(9, 4, 0.1, d_inf_min=6)))
     recs, _ = generate_split(spec, 0)
     inputs, cots = records.formats.INPUT_FORMATS, records.traces.COT_FORMATS
@@ -129,8 +129,6 @@ def test_cache_noop_conflict_and_force(tmp_path: Path) -> None:
 
 
 def test_interrupted_split_leaves_nothing_that_looks_finished(tmp_path: Path, monkeypatch) -> None:
-    import lakeshift.data.suites as suites
-
     calls = {"n": 0}
     real = suites._render_chunk
 
@@ -228,8 +226,6 @@ def test_malformed_id_source(tmp_path: Path) -> None:
 
 def test_official_id_data_reproduces_paper_tables(mirage_dir: Path) -> None:
     """Paper Table 7 (training data) and Table 2 (ID test mean d_inf), to the printed two decimals."""
-    from lakeshift.data.stats import split_stats
-
     train = {r["size"]: r for r in split_stats("id-train", import_official(mirage_dir, "id-train")[0])}
     assert [round(train[s]["mean_d_inf"], 2) for s in ("3", "4", "5", "6", "all")] == [
         1.40,

@@ -1,9 +1,7 @@
-"""Issue 10, class 5: resource bounds up front.
-
-``generate`` estimates memory, disk and time from sizes, counts and formats and refuses (one line, exit 2,
-nothing written) what the machine cannot hold or what would take absurdly long; ``--max-memory-gb`` and
-``--max-hours`` move the bounds. The generator no longer builds ``n^2`` integers of ``n^2`` bits per map
-size (the n^4 memory that made size 500 take 4.2 GB and size 1000 hang).
+"""Resource bounds up front: ``generate`` estimates memory, disk and time from sizes, counts and formats and
+refuses (one line, exit 2, nothing written) what the machine cannot hold or what would take absurdly long;
+``--max-memory-gb`` and ``--max-hours`` move the bounds. Generating one map needs memory near its size, not
+``n^4``.
 """
 
 from __future__ import annotations
@@ -18,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lakeshift.cli import main
-from lakeshift.data import bounds
+from lakeshift.data import bounds, records
 from lakeshift.data.generate import Group, SplitSpec, _bitboard, generate_map
+from lakeshift.io import dumps, free_disk
 
 CUSTOM = ["generate", "--split", "s", "--no-images", "--workers", "1", "--no-progress"]
 
@@ -84,13 +83,16 @@ def test_the_disk_estimate_is_an_upper_estimate_within_a_small_factor(tmp_path: 
 
 def test_record_bytes_match_real_records_on_a_straight_map() -> None:
     # The calibration maps themselves, at a size outside the calibration range: the cubic is exact there.
-    from lakeshift.data import records
-    from lakeshift.io import dumps
-
     rec = bounds.calibration_record(40)
     made = records.sft_records(rec, "test", ["grid"], ["grid+desc"], "images/x.png")
     real = len(dumps(next(iter(made.values()))).encode()) + 1
     assert bounds.record_bytes(40, ["grid"], ["grid+desc"]) == pytest.approx(real, rel=0.02)
+
+
+def test_free_disk_of_a_path_not_made_yet_is_its_nearest_folders(tmp_path: Path) -> None:
+    ahead = free_disk(tmp_path / "not" / "made" / "yet.jsonl")
+    assert 0 < ahead < float("inf")
+    assert ahead == pytest.approx(free_disk(tmp_path), rel=0.01)
 
 
 def test_generating_a_large_map_needs_memory_near_its_size_not_n4() -> None:
@@ -102,7 +104,7 @@ def test_generating_a_large_map_needs_memory_near_its_size_not_n4() -> None:
     finally:
         tracemalloc.stop()
     assert rec["size"] == 250 and len(rec["rows"]) == 250
-    # Before: 62,500 cached single-bit integers of up to 62,750 bits (~250 MB); now the BFS layers (~10 MB).
+    # A cache of n^2 single-bit integers of n^2 bits would take ~250 MB; the BFS layers take ~10 MB.
     assert peak < 40e6, peak
 
 
