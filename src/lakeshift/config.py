@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.io import read_text
 
 
 @dataclass
@@ -182,8 +183,6 @@ def load_yaml(path: str | Path) -> SourcedConfig:
     path = Path(path)
     if not path.is_file():
         raise LakeshiftError(f"{path}: no such config file")
-    from lakeshift.io import read_text
-
     text = read_text(path)  # not UTF-8: one line with the line and byte offset
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
