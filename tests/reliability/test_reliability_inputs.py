@@ -2,7 +2,7 @@
 
 Non-UTF-8 and binary files name the file and the line with its byte offset; wrong JSON types
 (``"size": "five"``, ``"start": "0,0"``) name file, line and field; ``stats`` and ``export`` validate maps
-as ``score`` does (one validator, :func:`lakeshift.data.suites.check_map_record`); a corrupt or missing PNG
+as ``score`` does (one validator, :func:`lakeshift.data.maps.check_map_record`); a corrupt or missing PNG
 in an
 image export is an error. A hypothesis property test feeds arbitrary bytes to the readers of ``stats``,
 ``show``, ``score``, ``baseline``, ``report`` and ``export`` and checks that none ever raises (which the

@@ -328,7 +328,7 @@ def _shared_meta(preds: PredictionsFile) -> dict[str, Any]:
 def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:
     """The maps a predictions file is meant to answer: the union of the subsets named by its records'
     ``selection`` fields (``lakeshift predict --per-size/--sizes/--limit``, see
-    :func:`lakeshift.data.suites.select_maps`), or every map as soon as one record has no selection."""
+    :func:`lakeshift.data.maps.select_maps`), or every map as soon as one record has no selection."""
     selections = []
     for p in preds.predictions.values():
         selection = (p.meta or {}).get("selection")

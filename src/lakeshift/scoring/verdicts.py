@@ -69,7 +69,7 @@ class ScoringMap:
 
 
 def scoring_map(rec: Mapping[str, Any], where: str = "map record") -> ScoringMap:
-    """Builds a :class:`ScoringMap` from one ``maps.jsonl`` record (with ``suites.map_from_record``).
+    """Builds a :class:`ScoringMap` from one ``maps.jsonl`` record (with ``maps.map_from_record``).
 
     Raises:
         LakeshiftError: the record lacks ``id`` or ``rows`` or describes an invalid map.
@@ -89,7 +89,7 @@ def scoring_map(rec: Mapping[str, Any], where: str = "map record") -> ScoringMap
 
 
 def load_scoring_maps(path: str | Path) -> dict[str, ScoringMap]:
-    """Reads ``maps.jsonl`` (:func:`lakeshift.data.suites.load_maps`) into ``{id: ScoringMap}`` in file order.
+    """Reads ``maps.jsonl`` (:func:`lakeshift.data.maps.load_maps`) into ``{id: ScoringMap}`` in file order.
 
     Raises:
         LakeshiftError: missing file, malformed line or field, invalid map, duplicate id, or no maps.
