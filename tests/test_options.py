@@ -1,7 +1,7 @@
-"""Options declared once (lakeshift.options): ``lakeshift train``'s and ``lakeshift predict``'s command lines,
-a study's ``train:`` and ``predict:`` sections and a pretraining config's ``train:`` are made from the same
-dataclass fields, so they accept and refuse the same values, and a study writes a command line that parses
-back to the options it meant."""
+"""Options declared once (lakeshift.options): the command lines of ``lakeshift train``, ``predict``,
+``generate`` and ``report``, the sections of a study config and a pretraining config's ``train:`` are made
+from the same dataclass fields, so they accept and refuse the same values, and a study writes a command line
+that parses back to the options it meant."""
 
 from __future__ import annotations
 
@@ -15,16 +15,33 @@ from hypothesis import strategies as st
 
 from lakeshift.cli import check_argv
 from lakeshift.config import NUMBER_RULES, load_yaml, number_problem, number_type
+from lakeshift.data.options import GenerateOptions
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
 from lakeshift.models.pretrain import TRAIN_KEYS as PRETRAIN_KEYS
 from lakeshift.models.train import TrainOptions
 from lakeshift.options import check_config, from_values, option, options_of, to_argv
-from lakeshift.studies.schema import GRPO_TRAIN_KEYS, PREDICT_KEYS, TRAIN_KEYS
+from lakeshift.report.options import ReportOptions
+from lakeshift.studies.schema import (
+    DATA_KEYS,
+    GRPO_TRAIN_KEYS,
+    MODEL_KEYS,
+    PREDICT_KEYS,
+    REPORT_KEYS,
+    TOP_KEYS,
+    TRAIN_KEYS,
+)
 
 REQUIRED = {"data": "D", "input_format": "grid", "cot_format": "none", "model": "tiny", "out": "R"}
-PREDICT_REQUIRED = {"data": "D", "model": "R", "out": "P.jsonl"}
+#: Each command's options: its command line before them, and the values of its required ones.
+COMMANDS: dict[type, tuple[list[str], dict[str, Any]]] = {
+    TrainOptions: (["train"], REQUIRED),
+    GrpoOptions: (["train", "--method", "grpo"], REQUIRED),
+    PredictOptions: (["predict"], {"data": "D", "model": "R", "out": "P.jsonl"}),
+    GenerateOptions: (["generate"], {"out": Path("D")}),
+    ReportOptions: (["report"], {"runs_dir": Path("P"), "out": Path("R")}),
+}
 BAD_NUMBERS = {
     "positive_int": [0, -3, 2.5, "x"],
     "nonnegative_int": [-1, 1.5],
@@ -39,10 +56,8 @@ BAD_NUMBERS = {
 
 def _argv(cls: type, options: dict[str, Any]) -> list[str]:
     """The command line of ``options`` for the command whose options ``cls`` holds."""
-    if cls is PredictOptions:
-        return ["predict", *to_argv({**PREDICT_REQUIRED, **options}, cls)]
-    method = ["--method", "grpo"] if cls is GrpoOptions else []
-    return ["train", *method, *to_argv({**REQUIRED, **options}, cls)]
+    command, required = COMMANDS[cls]
+    return [*command, *to_argv({**required, **options}, cls)]
 
 
 def _config(tmp_path: Path, section: dict[str, Any]) -> Any:
@@ -77,7 +92,9 @@ def _checked(cls: type, names: list[str]) -> list[tuple[type, str]]:
     ("cls", "name"),
     _checked(TrainOptions, list(options_of(TrainOptions)))
     + _checked(GrpoOptions, [n for n in options_of(GrpoOptions) if n not in options_of(TrainOptions)])
-    + _checked(PredictOptions, list(options_of(PredictOptions))),
+    + _checked(PredictOptions, list(options_of(PredictOptions)))
+    + _checked(GenerateOptions, list(options_of(GenerateOptions)))
+    + _checked(ReportOptions, list(options_of(ReportOptions))),
 )
 def test_the_command_line_and_the_configs_refuse_the_same_values(
     cls: type, name: str, tmp_path: Path
@@ -87,7 +104,7 @@ def test_the_command_line_and_the_configs_refuse_the_same_values(
     for value in bad:
         assert number_problem(value, opt.rule) if opt.rule else value not in opt.choices
         with pytest.raises(LakeshiftError):
-            check_argv(_argv(cls, {name: value}))
+            check_argv(_argv(cls, {name: [value] if opt.nargs else value}))
         cfg = _config(tmp_path, {name: value})
         with pytest.raises(LakeshiftError, match=rf"c\.yaml:2: train\.{name}: "):
             check_config(cfg, cfg.data["train"], cls, list(options_of(cls)), "train")
@@ -120,6 +137,18 @@ def test_which_options_each_config_may_set() -> None:
         "splits", "per_size", "limit", "backend", "batch_size", "max_new_tokens", "temperature", "base_url",
         "api_key_env", "concurrency", "prompt", "decoding", "samples",
     }  # fmt: skip
+    assert set(DATA_KEYS) == {
+        "suite", "splits", "seed", "id_source", "id_source_missing", "images", "workers", "inputs", "cots",
+    }  # fmt: skip
+    assert set(MODEL_KEYS) == {
+        "name", "input", "cot", "zero_shot", "model", "backend", "base_url", "train", "predict", "method",
+        "init",
+    }  # fmt: skip
+    assert set(REPORT_KEYS) == {"baselines", "examples", "train_maps", "reference"}
+    assert set(TOP_KEYS) == {
+        "extends", "name", "workdir", "data", "train", "predict", "models", "report", "budget_minutes",
+        "train_jobs",
+    }  # fmt: skip
     assert set(PRETRAIN_KEYS) == {
         "model", "batch_size", "lr", "epochs", "max_minutes", "max_steps", "warmup_steps", "weight_decay",
         "seed", "bf16", "cells", "save_steps",
@@ -130,7 +159,7 @@ def test_which_options_each_config_may_set() -> None:
 def test_a_flag_is_declared_off_by_default_so_false_always_means_its_default(default: Any) -> None:
     with pytest.raises(ValueError, match="declare it a toggle"):
         option(default, kind="flag")
-    for cls in (TrainOptions, GrpoOptions, PredictOptions):
+    for cls in COMMANDS:
         assert all(f.default is False for f, opt in options_of(cls).values() if opt.kind == "flag")
 
 
@@ -150,12 +179,15 @@ def _value(cls: type, name: str) -> st.SearchStrategy[Any]:
     if opt.choices is not None:
         return st.sampled_from([f.default, *opt.choices])
     if opt.rule is not None:
-        kind = NUMBER_RULES[opt.rule][0]
-        number = (
-            st.integers(opt.rule == "positive_int", 2**32 - 1 if opt.rule == "seed" else 10**6)
-            if kind is int
-            else st.floats(min_value=1e-6, max_value=1.0 if opt.rule == "probability" else 1e6)
+        rule = NUMBER_RULES[opt.rule]
+        high = 10**6 if rule.high is None else rule.high
+        number: st.SearchStrategy[Any] = (
+            st.integers(int(rule.low) + (not rule.low_inclusive), int(high) - (not rule.high_inclusive))
+            if rule.kind is int
+            else st.floats(min_value=1e-6, max_value=high, exclude_max=not rule.high_inclusive)
         )
+        if opt.nargs:  # sizes: --sizes 3 4
+            number = st.lists(number, min_size=1, max_size=4)
         return st.one_of(st.just(f.default), number)
     if opt.write is not None:  # cells: the spec's fields to change
         fields = st.fixed_dictionaries(
@@ -168,16 +200,20 @@ def _value(cls: type, name: str) -> st.SearchStrategy[Any]:
             },
         )
         return st.one_of(st.none(), fields.filter(bool))
+    if opt.parse is Path:
+        return st.one_of(st.just(f.default), st.text("abcdefgh/_.", min_size=1, max_size=8).map(Path))
+    if opt.parse is not None and opt.check is not None:  # a list of formats: some of the default's
+        return st.lists(st.sampled_from(f.default), min_size=1, unique=True).map(tuple)
     if opt.parse is not None:  # sizes
         return st.one_of(st.none(), st.lists(st.integers(2, 30), min_size=1, unique=True).map(sorted))
     return st.one_of(st.just(f.default), st.text("abcdefgh/_.", min_size=1, max_size=8))
 
 
-@pytest.mark.parametrize("cls", [TrainOptions, GrpoOptions, PredictOptions])
+@pytest.mark.parametrize("cls", list(COMMANDS))
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_options_written_as_a_command_line_parse_back_to_themselves(cls: type, data: st.DataObject) -> None:
-    required = PREDICT_REQUIRED if cls is PredictOptions else REQUIRED
+    required = COMMANDS[cls][1]
     values = {
         name: data.draw(_value(cls, name), label=name) for name in options_of(cls) if name not in required
     }

@@ -44,10 +44,14 @@ class Option:
     #: The value's name in ``--help`` (argparse's ``metavar``).
     metavar: str | None = None
     required: bool = False
+    #: Given without a flag (``lakeshift report RUNS_DIR``); written first by :func:`to_argv`.
+    positional: bool = False
+    #: argparse's ``nargs`` (``"+"``: ``--sizes 7 8 9``, the values written apart by :func:`to_argv`).
+    nargs: str | None = None
     #: Parses a command-line value that is neither a number nor a choice (e.g. a list of sizes).
     parse: Callable[[str], Any] | None = None
-    #: For a value a config gives as a mapping (with ``parse`` and ``write``): its problem as ``KEY_PATH:
-    #: message`` (a key path under the one it is given), or None.
+    #: For a config value that is not a number, a choice or a string (a mapping, a list): its problem as
+    #: ``KEY_PATH: message`` (a key path under the one it is given), or None.
     check: Callable[[Any, str], str | None] | None = None
     #: Writes such a value as its command-line text (``parse`` reads it back).
     write: Callable[[Any], str] | None = None
@@ -88,6 +92,42 @@ def flag_of(name: str, opt: Option) -> str:
     return opt.flag or "--" + name.replace("_", "-")
 
 
+def instance_of(*types: type) -> Callable[[Any, str], str | None]:
+    """The ``check`` of a config value that must be one of ``types`` (a section's mapping, a list)."""
+    names = " or ".join(t.__name__ for t in types)
+
+    def check(value: Any, path: str) -> str | None:
+        if isinstance(value, types):
+            return None
+        return f"{path}: expected {names}, got {type(value).__name__} {value!r}"
+
+    return check
+
+
+def choice_list(choices: Sequence[str], what: str) -> dict[str, Any]:
+    """The ``parse`` and ``check`` of an option whose value is a list of ``choices`` (``what`` names one),
+    comma-separated on the command line, e.g. ``option(**choice_list(INPUT_FORMATS, "input format"))``."""
+
+    def unknown(item: Any) -> str:
+        return f"unknown {what} {item!r} (known: {', '.join(choices)})"
+
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(x.strip() for x in text.split(",") if x.strip())
+        for item in items:
+            if item not in choices:
+                raise argparse.ArgumentTypeError(unknown(item))
+        if not items:
+            raise argparse.ArgumentTypeError(f"no {what} given")
+        return items
+
+    def check(value: Any, path: str) -> str | None:
+        if not isinstance(value, list):
+            return instance_of(list)(value, path)
+        return next((f"{path}[{i}]: {unknown(x)}" for i, x in enumerate(value) if x not in choices), None)
+
+    return {"parse": parse, "check": check}
+
+
 def add_arguments(
     parser: argparse.ArgumentParser | Any,
     cls: type,
@@ -102,7 +142,7 @@ def add_arguments(
     for name in fields if names is None else names:
         f, opt = fields[name]
         default = (defaults or {}).get(name, f.default)
-        kwargs: dict[str, Any] = {"dest": name}
+        kwargs: dict[str, Any] = {} if opt.positional else {"dest": name}
         if opt.help is not None:
             kwargs["help"] = opt.help
         if opt.metavar is not None:
@@ -117,11 +157,13 @@ def add_arguments(
                 kwargs["type"] = kind
             if opt.choices is not None:
                 kwargs["choices"] = opt.choices
+            if opt.nargs is not None:
+                kwargs["nargs"] = opt.nargs
             if opt.required:
                 kwargs["required"] = True
-            else:
+            elif not opt.positional:
                 kwargs["default"] = default
-        parser.add_argument(flag_of(name, opt), **kwargs)
+        parser.add_argument(name if opt.positional else flag_of(name, opt), **kwargs)
 
 
 def config_keys(cls: type, scope: Literal["study", "pretrain"], exclude: Iterable[str] = ()) -> list[str]:
@@ -172,22 +214,28 @@ def _check_value(cfg: SourcedConfig, path: str, value: Any, opt: Option) -> Any:
 
 
 def to_argv(options: Mapping[str, Any], cls: type) -> list[str]:
-    """``options`` (option names of ``cls`` and values) as command-line arguments: ``None`` is left out,
-    and so is a ``flag`` or ``toggle`` at its default (a false flag, a toggle on by default set true);
-    otherwise a toggle is written ``--x`` or ``--no-x``, and a list comma-separated."""
+    """``options`` (option names of ``cls`` and values) as command-line arguments, positional ones first:
+    ``None`` is left out, and so is a ``flag`` or ``toggle`` at its default (a false flag, a toggle on by
+    default set true); otherwise a toggle is written ``--x`` or ``--no-x``, and a list comma-separated (one
+    argument per value with ``nargs``)."""
     fields = options_of(cls)
+    positional: list[str] = []
     argv: list[str] = []
     for name, value in options.items():
         f, opt = fields[name]
         flag = flag_of(name, opt)
         if value is None or (opt.kind != "value" and value == f.default):
             continue
-        if opt.kind != "value":
+        if opt.positional:
+            positional.append(str(value))
+        elif opt.kind != "value":
             argv.append(flag if value else "--no-" + flag[2:])
         elif opt.write is not None:
             argv += [flag, opt.write(value)]
+        elif opt.nargs is not None:
+            argv += [flag, *map(str, value)]
         elif isinstance(value, (list, tuple)):
             argv += [flag, ",".join(map(str, value))]
         else:
             argv += [flag, str(value)]
-    return argv
+    return positional + argv

@@ -13,7 +13,8 @@ import pytest
 import lakeshift
 from lakeshift._version import __version__
 from lakeshift.cli import main
-from lakeshift.studies import plan as study_plan
+from lakeshift.studies import load_study
+from lakeshift.studies import stages as study_stages
 
 STUDY = """\
 name: code-cache
@@ -55,7 +56,7 @@ def test_code_identity_is_the_version_and_a_hash_of_every_source_file() -> None:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    ident = study_plan.code_identity.__wrapped__()
+    ident = study_stages.code_identity.__wrapped__()
     assert re.fullmatch(re.escape(__version__) + r"\+[0-9a-f]{12}", ident)
     assert ident.endswith(digest.hexdigest()[:12])
 
@@ -68,10 +69,10 @@ def test_stages_made_by_other_code_are_flagged_and_redone(
     config.write_text(STUDY)
     workdir = tmp_path / "work"
     argv = ["run", str(config), "--workdir", str(workdir)]
-    current = study_plan.code_identity()
+    current = study_stages.code_identity()
 
     # "Older code" made every stage.
-    monkeypatch.setattr(study_plan, "code_identity", lambda: "0.0.1+0123456789ab")
+    monkeypatch.setattr(study_stages, "code_identity", lambda: "0.0.1+0123456789ab")
     assert main(argv) == 0
     markers = sorted((workdir / "stages").glob("*.json"))
     assert len(markers) == 4  # generate, train, predict, report
@@ -81,7 +82,7 @@ def test_stages_made_by_other_code_are_flagged_and_redone(
     assert "nothing to do: every stage is cached" in capsys.readouterr().err
 
     # The current code does not serve them: the plan flags each one, the run redoes each one.
-    monkeypatch.setattr(study_plan, "code_identity", lambda: current)
+    monkeypatch.setattr(study_stages, "code_identity", lambda: current)
     assert main([*argv, "--dry-run"]) == 0
     plan = capsys.readouterr().err
     assert "4 of 4 stages to do" in plan
@@ -99,7 +100,7 @@ def test_stages_made_by_other_code_are_flagged_and_redone(
 def test_markers_without_a_code_field_count_as_older_code(tmp_path: Path) -> None:
     config = tmp_path / "study.yaml"
     config.write_text(STUDY)
-    study = study_plan.load_study(config, tmp_path / "work")
+    study = load_study(config, tmp_path / "work")
     stage = study.stages[0]
     stage.marker.parent.mkdir(parents=True)
     # A marker written before keys held the code: its key cannot match any key made now.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -158,6 +159,22 @@ def test_paper_table1_has_the_papers_rows(tmp_path: Path) -> None:
             "models[0].train.epochs: expected",
         ),
         ("models: []\n", "models: the study has no models"),
+        (
+            "models:\n  - {input: grid, cot: none, zero_shot: 1}\n",
+            ":4: models[0].zero_shot: expected true or false, got 1",
+        ),
+        (
+            "models:\n  - {input: grid, cot: none, train: 5}\n",
+            ":4: models[0].train: expected dict, got int 5",
+        ),
+        (
+            "report: {examples: -1}\nmodels:\n  - {input: grid, cot: none}\n",
+            ":3: report.examples: must be an integer >= 0, got -1",
+        ),
+        (
+            "report: {baselines: 1}\nmodels:\n  - {input: grid, cot: none}\n",
+            ":3: report.baselines: expected true or false, got 1",
+        ),
     ],
 )
 def test_bad_configs_name_key_and_line(tmp_path: Path, snippet: str, message: str, capsys) -> None:
@@ -186,6 +203,40 @@ def test_a_setting_a_study_turns_off_reaches_its_stage_as_off(tmp_path: Path) ->
     player = stages["grid__grid"]
     assert "--lora" in player and player[player.index("--cells") + 1] == "player=false"
     assert "--no-images" in stages["data"] and "--no-baselines" in stages["report"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("{suite: tiny, inputs: [grid, png]}", ":4: data.inputs[1]: unknown input format 'png' (known: "),
+        ("{suite: tiny, workers: 0}", ":4: data.workers: must be an integer >= 1, got 0"),
+        ("{suite: tiny, images: 1}", ":4: data.images: expected true or false, got 1"),
+        (
+            "{suite: tiny, id_source_missing: skip}",
+            ":4: data.id_source_missing: expected one of error, generate",
+        ),
+        ("{suite: tiny, colour: red}", ":4: data.colour: unknown key 'colour'"),
+    ],
+)
+def test_a_bad_data_section_names_key_and_line(tmp_path: Path, data: str, message: str) -> None:
+    path = write(tmp_path, f"name: bad\nmodels: [{{input: grid, cot: none}}]\ndata:\n  {data}\n")
+    with pytest.raises(LakeshiftError, match=re.escape(f"{path}{message}")):
+        load_study(path)
+
+
+def test_a_missing_id_source_that_the_study_generates_instead_is_not_passed_on(
+    tmp_path: Path, capsys
+) -> None:
+    text = f"""\
+        name: no-mirage
+        data: {{suite: tiny, id_source: {tmp_path / "nowhere"}, id_source_missing: generate}}
+        models: [{{input: grid, cot: none}}]
+        """
+    data = load_study(write(tmp_path, text), tmp_path / "w").stages[0]
+    assert "--id-source" not in data.argv
+    assert "id-train and id-test are generated instead" in capsys.readouterr().err
+    with pytest.raises(LakeshiftError, match=r":2: data\.id_source: no such folder: "):
+        load_study(write(tmp_path, text.replace("generate}", "error}"), "error.yaml"), tmp_path / "w")
 
 
 def test_model_format_the_data_does_not_write(tmp_path: Path, capsys) -> None:

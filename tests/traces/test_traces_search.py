@@ -311,10 +311,11 @@ def test_the_format_vocabularies_are_defined_once() -> None:
     from lakeshift.data import suites
     from lakeshift.models import pretrain, rewards, tokenizer
     from lakeshift.scoring import extraction, trace_checks, verdicts
-    from lakeshift.studies import plan
+    from lakeshift.studies import validate
 
-    assert plan.COT_FORMATS is model_commands.COT_FORMATS is traces.COT_FORMATS
-    assert plan.INPUT_FORMATS is model_commands.INPUT_FORMATS is suites.INPUT_FORMATS is formats.INPUT_FORMATS
+    assert validate.COT_FORMATS is model_commands.COT_FORMATS is traces.COT_FORMATS
+    assert validate.INPUT_FORMATS is model_commands.INPUT_FORMATS is formats.INPUT_FORMATS
+    assert suites.INPUT_FORMATS is formats.INPUT_FORMATS
     assert verdicts.TRACE_COTS is rewards.TRACE_COTS is pretrain.TRACE_COTS is traces.TRACE_COTS
     assert set(traces.PATH_COTS) <= set(traces.TRACE_COTS) == set(traces.COT_FORMATS) - {"none"}
     assert extraction.BOXED is trace_checks.BOXED is tokenizer.BOXED is traces.BOXED

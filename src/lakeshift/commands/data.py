@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakeshift.config import number_type
+from lakeshift.data.options import CUSTOM_SPLIT, GenerateOptions
 from lakeshift.errors import LakeshiftError
+from lakeshift.options import add_arguments, options_of
 
 SHOW_FORMATS = ("desc", "table", "grid", "image")
 
@@ -43,91 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=_GENERATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", required=True, type=Path, help="output folder (one subfolder per split)")
-    p.add_argument("--suite", help="'paper', 'tiny', or a .json/.yaml suite file (see below)")
-    p.add_argument(
-        "--seed",
-        type=number_type("seed"),
-        default=0,
-        help="suite seed, 0 .. 2**32 - 1; map i of split s depends on (seed, s, i) only (default 0)",
-    )
-    p.add_argument(
-        "--id-source",
-        type=Path,
-        help="Mirage folder vsp_spatial_planning: import id-train/id-test from train_direct.jsonl / "
-        "test_direct.jsonl "
-        "instead of generating them (ids '<n>x<n>-<map_id>', official answers kept)",
-    )
-    p.add_argument(
-        "--workers",
-        type=number_type("positive_int"),
-        default=os.cpu_count() or 1,
-        help="worker processes for generation, images and SFT files; the output is identical for any value "
-        "(default: the number of CPUs)",
-    )
-    p.add_argument(
-        "--force", action="store_true", help="overwrite splits in --out that were made with other options"
-    )
-    p.add_argument(
-        "--no-images", action="store_true", help="write no PNGs and no image__* SFT files (text only)"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--max-memory-gb",
-        type=number_type("positive_float"),
-        help="refuse runs whose estimated peak memory exceeds this (default: the memory available now); "
-        "the estimate (from sizes, counts and formats) is printed when a run is refused",
-    )
-    p.add_argument(
-        "--max-hours",
-        type=number_type("positive_float"),
-        default=24.0,
-        help="refuse runs estimated to take longer than this (default 24)",
-    )
-    p.add_argument(
-        "--inputs",
-        default="image,desc,table,grid",
-        help="comma-separated input formats of the SFT files (default: all: image,desc,table,grid)",
-    )
-    p.add_argument(
-        "--cots",
-        default="none,desc,table,grid,table+desc,grid+desc",
-        help="comma-separated CoT formats of the SFT files: none, desc, table, grid, table+desc, grid+desc "
-        "(the default), astar (A* search trace), coords (coordinate path)",
-    )
-    g = p.add_argument_group("one custom split (instead of --suite)")
-    g.add_argument("--split", default="custom", help="split name (default 'custom'); ids are <split>-00042")
-    g.add_argument(
-        "--sizes", nargs="+", type=number_type("map_size"), metavar="N", help="map sizes, e.g. 7 8 9 10"
-    )
-    g.add_argument("--count", type=number_type("positive_int"), help="maps per size (>= 1)")
-    g.add_argument(
-        "--hole-prob",
-        type=number_type("hole_probability"),
-        default=0.1,
-        help="probability that a cell is a hole (default 0.1)",
-    )
-    g.add_argument(
-        "--d-inf", default="", metavar="MIN:MAX", help="d_inf range: '6:' (>= 6), ':5', '2:4', '7' (exactly)"
-    )
-    g.add_argument(
-        "--length", default="", metavar="MIN:MAX", help="optimal-length range, same syntax as --d-inf"
-    )
-    g.add_argument(
-        "--tie-break",
-        default="direct",
-        help="optimal path among equals: 'direct' (moves towards the goal first, then UP, LEFT, RIGHT, "
-        "DOWN; matches 999/1000 official answers), 'priority' (UP, LEFT, RIGHT, DOWN) or 'uniform' (seeded)",
-    )
-    g.add_argument(
-        "--train", action="store_true", help="a training split: SFT prompts use the 'train' variant"
-    )
-    g.add_argument(
-        "--augment",
-        metavar="SPEC",
-        help="training splits only: solution augmentation, 'paths=K' (up to K optimal paths per map, "
-        "each its own record), 'dihedral' (the 8 rotations and reflections of each map) or both, e.g. "
-        "paths=4,dihedral; with --suite it applies to every training split of the suite",
+    add_arguments(p, GenerateOptions, [n for n in options_of(GenerateOptions) if n not in CUSTOM_SPLIT])
+    add_arguments(
+        p.add_argument_group("one custom split (instead of --suite)"), GenerateOptions, CUSTOM_SPLIT
     )
     p.set_defaults(handler=cmd_generate)
 
@@ -199,31 +118,18 @@ def _parse_range(text: str, what: str) -> tuple[int | None, int | None]:
         raise LakeshiftError(f"{what}: expected MIN:MAX, MIN:, :MAX or one integer, got {text!r}") from None
 
 
-def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    for x in items:
-        if x not in allowed:
-            raise LakeshiftError(f"unknown {what} {x!r} (expected one of {', '.join(allowed)})")
-    if not items:
-        raise LakeshiftError(f"no {what} given")
-    return items
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
-    from lakeshift import formats, traces
     from lakeshift.data import build_suite, load_suite
     from lakeshift.data.generate import Group, SplitSpec
     from lakeshift.env import TIE_BREAKS
 
-    inputs = _csv(args.inputs, formats.INPUT_FORMATS, "input format")
-    cots = _csv(args.cots, traces.COT_FORMATS, "CoT format")
+    inputs, cots = list(args.inputs), list(args.cots)
     augment = None
     if args.augment is not None:
         from lakeshift.data.augment import parse_augment
 
         augment = str(parse_augment(args.augment))
-    if args.workers < 1:
-        raise LakeshiftError(f"--workers must be >= 1, got {args.workers}")
+    workers = args.workers or os.cpu_count() or 1
     custom = args.sizes is not None or args.count is not None
     if args.suite and custom:
         raise LakeshiftError("give either --suite or a custom split (--sizes/--count), not both")
@@ -274,9 +180,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     # Before any work: a run the machine cannot hold (memory, disk) or that would take absurdly long is one
     # clear line, not a hang (a 1000x1000 map's grid CoT alone is gigabytes).
-    estimate = bounds.estimate(
-        bounds.suite_sizes(specs), inputs, cots, images=not args.no_images, workers=args.workers
-    )
+    estimate = bounds.estimate(bounds.suite_sizes(specs), inputs, cots, images=args.images, workers=workers)
     try:
         bounds.check(estimate, args.out, max_memory_gb=args.max_memory_gb, max_hours=args.max_hours)
     except LakeshiftError as err:
@@ -296,13 +200,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
             args.out,
             seed=args.seed,
             suite_name=name,
-            workers=args.workers,
+            workers=workers,
             force=args.force,
-            images=not args.no_images,
+            images=args.images,
             id_source=args.id_source,
             input_formats=inputs,
             cot_formats=cots,
-            progress=not args.no_progress,
+            progress=args.progress,
         )
     if result.up_to_date:
         return 0

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.commands.scoring import add_scoring_options, print_warnings
-from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import first_record
+from lakeshift.options import add_arguments
+from lakeshift.report.options import ReportOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,24 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("How ``report``")[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("runs_dir", type=Path, metavar="RUNS_DIR")
-    p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--data", type=Path, help="suite folder with <split>/maps.jsonl")
-    p.add_argument("--train-maps", type=Path, help="training maps.jsonl for the Figure 4 histogram")
-    p.add_argument(
-        "--examples",
-        type=number_type("nonnegative_int"),
-        default=600,
-        help="examples embedded in report.html (default 600)",
-    )
-    p.add_argument("--no-baselines", action="store_true", help="do not add the oracle/greedy/random rows")
-    p.add_argument("--no-images", action="store_true", help="do not embed map images in report.html")
-    p.add_argument(
-        "--reference",
-        metavar="NAME",
-        help="add published results as labelled rows of Tables 1, 3, 5 and dashed curves (known: paper, "
-        "the paper's Qwen2.5-VL-7B numbers); with it RUNS_DIR may hold no predictions",
-    )
+    add_arguments(p, ReportOptions)
     add_scoring_options(p)
     p.set_defaults(handler=cmd_report)
 
@@ -139,10 +123,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         compat=args.compat,
         strict=args.strict,
         train_maps=train,
-        baselines=() if args.no_baselines else ("oracle", "greedy", "random"),
+        baselines=("oracle", "greedy", "random") if args.baselines else (),
         check_trace=not args.no_faithfulness,
         n_examples=args.examples,
-        images=not args.no_images,
+        images=args.images,
         reference=reference,
     )
     print(f"scored {result.n_records} records from {len(runs)} predictions files ({len(result.runs)} runs)")

@@ -25,8 +25,9 @@ A study config (see ``configs/studies/*.yaml``)::
 
 A study may start from another: ``extends: FILE`` takes that study's config, this file's ``data``,
 ``train``, ``predict`` and ``report`` keys replacing its keys one by one and the other keys replacing its
-keys whole (:func:`~lakeshift.studies.plan.read_study_config`). The ``train:`` keys are ``lakeshift train``'s
-options, checked by their own declarations (:mod:`lakeshift.options`).
+keys whole (:func:`~lakeshift.studies.validate.read_study_config`). Each section's keys are options
+declared once with their command (:mod:`lakeshift.studies.schema`): ``data:`` ``lakeshift generate``'s,
+``train:`` ``lakeshift train``'s, ``predict:`` ``lakeshift predict``'s, ``report:`` ``lakeshift report``'s.
 
 Stages and caching. The plan has one ``generate`` stage, one ``train`` stage per fine-tuned model, one
 ``predict`` stage per (model, split) and a final ``report`` stage; each runs the same code as the matching CLI
@@ -53,7 +54,8 @@ Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs
 ``WORKDIR/predictions/<name>/<split>.jsonl``, ``WORKDIR/report/`` (tables, plots, report.html).
 """
 
-from lakeshift.studies.plan import Stage, Study, code_identity, load_study, plan_study
+from lakeshift.studies.plan import load_study, plan_study
 from lakeshift.studies.run import run_study
+from lakeshift.studies.stages import Stage, Study, code_identity
 
 __all__ = ["Stage", "Study", "code_identity", "load_study", "plan_study", "run_study"]

@@ -13,8 +13,8 @@ import time
 from typing import Any, TextIO
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.studies import plan
-from lakeshift.studies.plan import Stage, Study
+from lakeshift.studies import stages as study_stages
+from lakeshift.studies.stages import Stage, Study
 
 
 def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None) -> int:
@@ -43,7 +43,9 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
             )
     for s in study.stages:
         state = "cached" if s not in todo else "todo"
-        stale = s in todo and s.recorded_key() is not None and s.recorded_code() != plan.code_identity()
+        stale = (
+            s in todo and s.recorded_key() is not None and s.recorded_code() != study_stages.code_identity()
+        )
         note = f" (made by other code: {s.recorded_code() or 'an older lakeshift'})" if stale else ""
         print(f"  [{state:6}] {s.kind:8} {s.name}{note}", file=out)
         if dry_run:
@@ -85,10 +87,10 @@ def _prepare(s: Stage, out: TextIO) -> list[str]:
     s.claim()
     if s.recorded_key() is not None:  # done before with other settings or code: start afresh
         code = s.recorded_code()
-        if code != plan.code_identity():
+        if code != study_stages.code_identity():
             print(
                 f"lakeshift's code changed since this stage ran (made by {code or 'an older version'}, "
-                f"now {plan.code_identity()}): redoing it",
+                f"now {study_stages.code_identity()}): redoing it",
                 file=out,
             )
         for path in s.outputs:

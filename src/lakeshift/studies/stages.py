@@ -1,0 +1,175 @@
+"""A study's stages: units of cached work, each recorded done under the key of its settings and code."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lakeshift._version import __version__
+from lakeshift.errors import LakeshiftError
+
+
+@dataclass
+class Stage:
+    """One unit of cached work: the CLI arguments it runs and the marker that records it as done."""
+
+    kind: str
+    name: str
+    key: str
+    argv: list[str]
+    marker: Path
+    outputs: list[Path] = field(default_factory=list)  # removed first when the stage's settings changed
+    files: dict[Path, Any] = field(default_factory=dict)  # JSON files written before running
+    estimate_s: float | None = None  # the time it should take (lakeshift.studies.estimates), None: unknown
+    writes: list[Path] = field(default_factory=list)  # what it writes into, when more than its outputs
+
+    def recorded_key(self) -> str | None:
+        try:
+            return json.loads(self.marker.read_text()).get("key")
+        except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
+            return None
+
+    def done(self) -> bool:
+        return self.recorded_key() == self.key
+
+    def recorded_code(self) -> str | None:
+        """The :func:`code_identity` the stage was last completed with (``None``: unknown or never)."""
+        try:
+            return json.loads(self.marker.read_text()).get("code")
+        except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
+            return None
+
+    def foreign_output(self) -> Path | None:
+        """A path the stage writes that exists although the study never started the stage (no marker):
+        someone else's files (a ``--workdir`` that already held a ``data/``), which running would replace."""
+        if self.marker.exists():
+            return None
+        for path in self.writes or self.outputs:
+            if path.is_file() or (path.is_dir() and any(path.iterdir())):
+                return path
+        return None
+
+    def claim(self) -> None:
+        """Records that the study started the stage (a marker without a key), so that its outputs are the
+        study's to reuse or replace when an interrupted run is resumed."""
+        if not self.marker.exists():
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            info = {"kind": self.kind, "name": self.name, "started": self.key}
+            self.marker.write_text(json.dumps(info, indent=1) + "\n")
+
+    def mark_done(self, seconds: float) -> None:
+        info = {
+            "kind": self.kind,
+            "name": self.name,
+            "key": self.key,
+            "code": code_identity(),
+            "argv": self.argv,
+            "seconds": round(seconds, 1),
+        }
+        self.marker.parent.mkdir(parents=True, exist_ok=True)
+        self.marker.write_text(json.dumps(info, indent=1) + "\n")
+
+
+@dataclass
+class Study:
+    """A validated study config and its stage plan."""
+
+    name: str
+    workdir: Path
+    stages: list[Stage]
+    budget_minutes: float | None = None  # the config's `budget_minutes`
+    train_jobs: int = 1  # the config's `train_jobs`: SFT training stages run at once
+
+    def concurrent(self, stages: list[Stage]) -> list[Stage]:
+        """The stages of ``stages`` that run at once (SFT training, when ``train_jobs`` > 1)."""
+        if self.train_jobs < 2:
+            return []
+        return [s for s in stages if s.kind == "train" and "--method" not in s.argv]
+
+    def wall_seconds(self, stages: list[Stage]) -> float:
+        """The estimated time of ``stages`` (unknown ones count 0): concurrent ones share the clock."""
+        at_once = self.concurrent(stages)
+        alone = sum(s.estimate_s or 0.0 for s in stages if s not in at_once)
+        return alone + sum(s.estimate_s or 0.0 for s in at_once) / max(1, min(self.train_jobs, len(at_once)))
+
+    def summary(self) -> dict[str, int]:
+        """Number of stages of each kind."""
+        return dict(Counter(s.kind for s in self.stages))
+
+    def estimate(self, stages: list[Stage]) -> str:
+        """One line: the estimated time of ``stages`` by kind, and the stages without an estimate."""
+        by_kind: dict[str, float] = {}
+        unknown = [s.name for s in stages if s.estimate_s is None and s.kind in ("train", "predict")]
+        for kind in dict.fromkeys(s.kind for s in stages if s.estimate_s is not None):
+            by_kind[kind] = self.wall_seconds([s for s in stages if s.kind == kind])
+        total = self.wall_seconds(stages) / 60
+        parts = ", ".join(f"{kind} {secs / 60:.0f}" for kind, secs in by_kind.items())
+        line = f"estimated time of the stages to do: ~{total:.0f} min ({parts or 'nothing'})"
+        if self.concurrent(stages):
+            line += f"; {self.train_jobs} trainings at a time"
+        if unknown:
+            line += f"; no estimate for {len(unknown)} stage(s) (no measured rate), e.g. {unknown[0]}"
+        return line
+
+    def only(self, patterns: Sequence[str]) -> Study:
+        """The study cut to the model entries whose names match one of ``patterns`` (shell globs such as
+        ``grid__*``): its data stage and their training and prediction stages, without the report (which
+        covers every model). A GRPO or predict entry needs its ``init`` among them or already trained.
+
+        Raises:
+            LakeshiftError: a pattern that matches no model entry.
+        """
+        models = list(
+            dict.fromkeys(s.name.split("/")[0] for s in self.stages if s.kind in ("train", "predict"))
+        )
+        unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m, p) for m in models)]
+        if unmatched:
+            raise LakeshiftError(
+                f"--models {unmatched[0]!r} matches no model of study {self.name!r} (its models: "
+                f"{', '.join(models)})"
+            )
+        chosen = {m for m in models if any(fnmatch.fnmatchcase(m, p) for p in patterns)}
+        stages = [
+            s
+            for s in self.stages
+            if s.kind == "generate" or (s.kind in ("train", "predict") and s.name.split("/")[0] in chosen)
+        ]
+        return replace(self, stages=stages)
+
+    def over_budget(self, stages: list[Stage]) -> str | None:
+        """Why ``stages`` cannot fit ``budget_minutes``, or ``None``."""
+        if self.budget_minutes is None:
+            return None
+        total = self.wall_seconds(stages) / 60
+        if total > self.budget_minutes:
+            return (
+                f"study {self.name!r}: its stages need about {total:.0f} minutes on a 2-core CPU, more than "
+                f"its budget_minutes: {self.budget_minutes:g} (shorten max_minutes or epochs, use fewer "
+                f"maps, or raise the budget)"
+            )
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def code_identity() -> str:
+    """``<version>+<hash>``: lakeshift's version and a sha256 of its source (the path and bytes of every
+    ``.py`` file of the package, in sorted order), computed once per process (~5 ms)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return f"{__version__}+{digest.hexdigest()[:12]}"
+
+
+def stage_key(obj: Any) -> str:
+    """A stage key: its settings and the code that runs them (a code change invalidates every stage)."""
+    keyed = {"code": code_identity(), "stage": obj}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:10]
