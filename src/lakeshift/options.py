@@ -1,9 +1,11 @@
 """Options declared once: a dataclass field's metadata is both its command-line option and its config key.
 
 A field made with :func:`option` carries an :class:`Option`: its help, what its value must be (a number
-rule of :data:`lakeshift.config.NUMBER_RULES`, a set of choices, true or false, or a string), its flag
-(``--field-name`` unless named) and the configs that may set it: a study's ``train:`` sections
-(``study``) and a pretraining config's ``train:`` (``pretrain``). From the fields,
+rule of :data:`lakeshift.config.NUMBER_RULES`, a set of choices, true or false, a string, or a value its
+``parse``, ``check`` and ``write`` read and write, such as a list, :func:`choice_list`), its flag
+(``--field-name`` unless named, or none for a positional argument) and the configs that may set it: the
+matching section of a study config (``study``) and a pretraining config's ``train:`` (``pretrain``). A
+config section that no command takes (a study's model entry) is declared the same way. From the fields,
 
 * :func:`add_arguments` adds the argparse options (a rule's :func:`~lakeshift.config.number_type` as
   ``type=``, so a bad number is refused while the command line is parsed);
