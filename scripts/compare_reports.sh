@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rebuilds a committed report from its predictions twice, with this checkout's code and with the code of
 # another revision, and compares what the two write, file by file: a refactor must leave the maps, the scored
-# records, the tables and the figures as they were.
+# records, the tables and the figures as they were. Committed predictions are stored compressed
+# (*.jsonl.gz); a revision whose code reads only plain *.jsonl gets a decompressed copy of them.
 #
 # usage: scripts/compare_reports.sh REV SUITE SEED PREDICTIONS [lakeshift report options...]
 #   e.g. scripts/compare_reports.sh a06c63c docs/results/cpu-study/suite.json 0 \
@@ -29,7 +30,13 @@ quietly old "${generate[@]}" --out "$work/old-data"
 quietly new "${generate[@]}" --out "$work/data"
 status=0
 diff -rq "$work/old-data" "$work/data" || status=1
-quietly old report "$preds" --data "$work/data" --out "$work/old-report" "$@"
+old_preds=$preds
+if PYTHONPATH="$work/old/src" python -c 'import lakeshift.io as io; io.jsonl_files' 2>/dev/null; then :; else
+  old_preds="$work/plain-predictions"
+  cp -r "$preds" "$old_preds"
+  find "$old_preds" -name '*.jsonl.gz' -exec gunzip {} +
+fi
+quietly old report "$old_preds" --data "$work/data" --out "$work/old-report" "$@"
 quietly new report "$preds" --data "$work/data" --out "$work/report" "$@"
 
 # Made-at times: matplotlib's SVG <dc:date>, report.html's generated line.

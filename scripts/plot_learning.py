@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from lakeshift.io import iter_lines
 from lakeshift.report.analysis import wilson
 
 SPLITS = ("id-test", "ood-size", "ood-dist")
@@ -33,7 +34,7 @@ def recipe(row: dict[str, Any]) -> str:
 def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for path in paths:
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in iter_lines(path):  # a committed results.jsonl.gz reads as the plain file
             try:
                 row = json.loads(line)
                 rows[row["arm"]] = row  # a later file's arm replaces an earlier one of the same name

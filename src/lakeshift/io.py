@@ -19,11 +19,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import gzip
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -175,21 +177,71 @@ def read_json(path: str | Path) -> Any:
         raise LakeshiftError(f"{path}: JSON nested too deeply") from None
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line_number, text)`` of every line of a UTF-8 text file, decoded one line at a time so that a
-    bad byte is reported with its line and byte offset.
+#: The suffix of a compressed file: read as the plain file it holds (committed results are stored so).
+GZIP_SUFFIX = ".gz"
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """``path`` opened for reading bytes; a ``.gz`` file yields the bytes it compresses.
 
     Raises:
-        LakeshiftError: missing or unreadable file, or a line that is not UTF-8.
+        OSError: missing or unreadable file.
+    """
+    path = Path(path)
+    if path.name.endswith(GZIP_SUFFIX):
+        f = path.open("rb")  # opened here so that a missing file fails now, not at the first read
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return path.open("rb")
+
+
+def jsonl_stem(path: str | Path) -> str:
+    """The name of a JSONL file without ``.jsonl`` or ``.jsonl.gz`` (``ood-dist.jsonl.gz``: ``ood-dist``)."""
+    name = Path(path).name.removesuffix(GZIP_SUFFIX)
+    return name.removesuffix(".jsonl") if name.endswith(".jsonl") else Path(name).stem
+
+
+def jsonl_files(folder: Path, recursive: bool = False) -> list[Path]:
+    """The ``*.jsonl`` and ``*.jsonl.gz`` files of ``folder`` (and its subfolders), sorted.
+
+    Raises:
+        LakeshiftError: a file present both plain and compressed (``a.jsonl`` beside ``a.jsonl.gz``):
+            reading both would count its rows twice.
+    """
+    find = folder.rglob if recursive else folder.glob
+    files = sorted({*find("*.jsonl"), *find("*.jsonl" + GZIP_SUFFIX)})
+    for path in files:
+        if path.name.endswith(GZIP_SUFFIX) and path.with_name(path.name.removesuffix(GZIP_SUFFIX)) in files:
+            raise LakeshiftError(
+                f"{path}: the same file is also there uncompressed ({path.name.removesuffix(GZIP_SUFFIX)}); "
+                "keep one of them"
+            )
+    return files
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line_number, text)`` of every line of a UTF-8 text file (or of the text a ``.gz`` file
+    compresses), decoded one line at a time so that a bad byte is reported with its line and byte offset.
+
+    Raises:
+        LakeshiftError: missing or unreadable file, a ``.gz`` file that is not gzip or is cut short, or a
+            line that is not UTF-8.
     """
     path = Path(path)
     try:
-        f = path.open("rb")
+        f = open_binary(path)
     except OSError as err:
         raise LakeshiftError(os_error_message(err, path)) from None
     with f:
         offset = 0
-        for lineno, raw in enumerate(f, start=1):
+        lines = enumerate(f, start=1)
+        while True:
+            try:
+                lineno, raw = next(lines)
+            except StopIteration:
+                return
+            except _GZIP_ERRORS as err:
+                raise LakeshiftError(f"{path}: not a complete gzip file ({err})") from None
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -236,14 +288,15 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
 
 
 def first_record(path: str | Path) -> dict[str, Any] | None:
-    """The first non-blank line of a JSONL file as an object, or None (unreadable, not JSON, empty)."""
+    """The first non-blank line of a JSONL file (or a ``.jsonl.gz``) as an object, or None (unreadable,
+    not JSON, empty)."""
     try:
-        with Path(path).open("rb") as f:
+        with open_binary(path) as f:
             for raw in f:
                 if raw.strip():
                     obj = json.loads(raw.decode("utf-8"))
                     return obj if isinstance(obj, dict) else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, *_GZIP_ERRORS):
         return None
     return None
 

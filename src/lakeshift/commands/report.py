@@ -23,7 +23,7 @@ from typing import Any
 
 from lakeshift.commands.scoring import add_scoring_options, print_warnings
 from lakeshift.errors import LakeshiftError
-from lakeshift.io import first_record
+from lakeshift.io import first_record, jsonl_files, jsonl_stem
 from lakeshift.options import add_arguments
 from lakeshift.report.options import ReportOptions
 
@@ -55,11 +55,11 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
         raise LakeshiftError(f"{runs_dir}: no such folder")
     runs = []
     sharded: dict[tuple[Path, str], Any] = {}  # the shard files of one set are one run
-    for path in sorted(runs_dir.rglob("*.jsonl")):
+    for path in jsonl_files(runs_dir, recursive=True):
         first = first_record(path)
         if first is None or "id" not in first or "output" not in first:
             continue
-        stem = path.stem
+        stem = jsonl_stem(path)
         if shard_of(first) is not None:
             stem = unsharded_stem(path)
             if (path.parent, stem) in sharded:
@@ -70,7 +70,7 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
             if not maps_path.is_absolute():
                 maps_path = path.parent / maps_path
         elif data is not None:
-            split = str(first.get("split") or path.stem)
+            split = str(first.get("split") or jsonl_stem(path))
             maps_path = data / split / "maps.jsonl"
         else:
             raise LakeshiftError(
@@ -86,10 +86,12 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
             defaults.update(input_format=inp, cot_format=cot)
         name = f"{folder}__{stem}".replace("/", "_")
         runs.append(RunInput(path, maps_path, defaults, name, [path]))
-        if stem != path.stem:
+        if stem != jsonl_stem(path):
             sharded[path.parent, stem] = runs[-1]
     if not runs and not allow_empty:
-        raise LakeshiftError(f"{runs_dir}: no predictions files (*.jsonl with 'id' and 'output') found")
+        raise LakeshiftError(
+            f"{runs_dir}: no predictions files (*.jsonl or *.jsonl.gz with 'id' and 'output') found"
+        )
     return runs
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.io import jsonl_files
 from lakeshift.scoring import COMPAT_MODES
 
 
@@ -118,7 +119,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def predictions_paths(given: list[Path]) -> list[Path]:
     """The predictions files named by ``--predictions``: files as given, a folder's predictions files
-    (``*.jsonl`` whose first record has ``id`` and ``output``, sorted), a glob's matches (sorted).
+    (``*.jsonl`` or ``*.jsonl.gz`` whose first record has ``id`` and ``output``, sorted), a glob's matches
+    (sorted).
 
     Raises:
         LakeshiftError: a folder without predictions files, or a glob that matches nothing.
@@ -128,10 +130,11 @@ def predictions_paths(given: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in given:
         if p.is_dir():
-            found = [f for f in sorted(p.glob("*.jsonl")) if is_predictions_file(f)]
+            found = [f for f in jsonl_files(p) if is_predictions_file(f)]
             if not found:
                 raise LakeshiftError(
-                    f"--predictions {p}: no predictions files (*.jsonl with 'id' and 'output') in it"
+                    f"--predictions {p}: no predictions files (*.jsonl or *.jsonl.gz with 'id' and 'output') "
+                    "in it"
                 )
         elif not p.exists() and glob.has_magic(str(p)):
             found = [Path(f) for f in sorted(glob.glob(str(p)))]

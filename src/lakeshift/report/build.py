@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.io import atomic_write, write_jsonl
+from lakeshift.io import atomic_write, jsonl_stem, write_jsonl
 from lakeshift.report import analysis
 from lakeshift.report.analysis import Cell, RunKey, run_key, run_sort_key
 from lakeshift.report.figures import (
@@ -186,7 +186,7 @@ def _scoring_jobs(
         mp = run.maps_path.resolve()
         pf = read_prediction_set(run.paths or [run.path], maps_cache[mp], strict=strict, maps_path=mp)
         warnings += pf.warnings
-        jobs.append((run.name or run.path.stem, mp, maps_cache[mp], pf, run.defaults))
+        jobs.append((run.name or jsonl_stem(run.path), mp, maps_cache[mp], pf, run.defaults))
         policies = {(p.meta or {}).get("policy") for p in pf.predictions.values()}
         if len(policies) == 1 and None not in policies:  # a `lakeshift baseline` file
             given.setdefault(mp, set()).update(str(p) for p in policies)

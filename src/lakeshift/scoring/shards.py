@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.io import jsonl_stem
 
 T = TypeVar("T")
 #: ``<stem>.shard-<i>-of-<n>.jsonl``
@@ -73,8 +74,9 @@ def shard_items(items: Sequence[T], index: int, count: int) -> list[T]:
 
 def unsharded_stem(path: Path) -> str:
     """The file stem without its ``.shard-i-of-n`` part (the name of the set the shard belongs to)."""
-    m = SHARD_NAME.match(path.stem)
-    return m.group("stem") if m else path.stem
+    stem = jsonl_stem(path)
+    m = SHARD_NAME.match(stem)
+    return m.group("stem") if m else stem
 
 
 def shard_of(meta: Mapping[str, Any] | None) -> tuple[int, int] | None:
