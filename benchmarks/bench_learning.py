@@ -20,7 +20,7 @@ interrupted sweep resumes), with the load average before and after training; ``O
 table. Run one sweep at a time, on an otherwise idle machine: two training jobs on 2 cores slow each
 other far more than 2x, unless each has its own core: ``--jobs N`` runs N arms at once with
 ``cpu_count // N`` threads each (on 2 cores two 1-thread `mini` runs at once made 1.1x the steps of
-2-thread runs one after the other; benchmarks/README.md, "Threads"), and each row records its threads.
+2-thread runs one after the other; benchmarks/log.md, "Threads"), and each row records its threads.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ LOCAL_BASES = {
     "mini-cells-trace-goal-base": "configs/pretrain/base-mini-cells-trace-goal.yaml",
     "mini-cells-trace-player-base": "configs/pretrain/base-mini-cells-trace-player.yaml",
 }
-# The recipe arms measured on 2026-12-01 (benchmarks/README.md, RESULTS.md), then the learning curves.
+# The recipe arms measured on 2026-12-01 (benchmarks/log.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
 #: Every CoT format, each with the input whose map it redraws (the paper's pairing), and no CoT.
 TRACE_FORMATS = (
@@ -189,7 +189,15 @@ ARMS = [
     ),
     # ... with a table map's cells given grid positions (--cells maps=...): table input learns only with them.
     *(
-        arm("table", c, "mini-cells-trace-player-base", m, batch_size=32, lr=3e-3, cells="maps=grid+table+desc")
+        arm(
+            "table",
+            c,
+            "mini-cells-trace-player-base",
+            m,
+            batch_size=32,
+            lr=3e-3,
+            cells="maps=grid+table+desc",
+        )
         for m in (5, 15)
         for c in ("table+desc", "table")
     ),

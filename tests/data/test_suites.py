@@ -45,7 +45,7 @@ def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_paper_suite_matches_the_issue() -> None:
+def test_the_paper_suite_holds_the_papers_splits() -> None:
     specs = {s.name: s for s in paper_suite()}
     assert list(specs) == ["id-train", "id-test", "ood-size", "ood-dist", "embed10-train", "embed10-test"]
     sizes = {name: [(g.size, g.count) for g in s.groups] for name, s in specs.items()}

@@ -123,7 +123,7 @@ def test_one_and_two_processes_give_the_same_loss_curve(
 
     The length-grouped sampler groups by the global batch (lakeshift's trainer), so both runs see the same
     8 maps at each step; transformers' own sampler would group by the per-device batch (8 vs 4) and give
-    the two runs different orders on these 16 maps. Measured max difference: see benchmarks/README.md."""
+    the two runs different orders on these 16 maps. Measured max difference: see benchmarks/log.md."""
     out, _ = ddp_run
     single = tmp_path / "single"
     assert main([*TRAIN, "--data", str(data), "--out", str(single), "--max-steps", "4"]) == 0

@@ -259,7 +259,7 @@ def test_grpo_raises_the_success_rate_that_sft_left_low(tmp_path):
     assert main(grpo_argv(data, sft, grpo, *extra)) == 0
     after = sampled_success(grpo, data, tmp_path / "after")
 
-    # SFT learnt the format and the random moves: about 2 plans in 16 solve the map (measured 12/128).
+    # SFT learnt the format and the random moves: about 2 plans in 16 solve the map.
     # Measured after 40 steps: 99/128 (GRPO seeds 1, 2, 3: 102, 113, 90 of 128).
     assert before < 0.3, before
     # 128 samples: a rise of 0.4 is > 8 standard deviations of the sampling noise at these rates.

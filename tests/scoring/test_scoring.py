@@ -61,7 +61,7 @@ def test_stray_words_are_unparseable_not_letters() -> None:
     ex = extract("\\boxed{PLAN: RIGHT}")
     assert ex.status == "unparseable"
     assert "PLAN" in ex.detail
-    # Lower-case letter runs are moves (issue 10: rrd = RRD), other lower-case words are not.
+    # Lower-case letter runs are moves (rrd = RRD), other lower-case words are not.
     assert extract("\\boxed{plan}").status == "unparseable"
 
 

@@ -10,7 +10,7 @@ How the estimate works: the bytes of one map's SFT records, per (input, CoT) pai
 calibration maps (sizes 6 to 24, a hole lattice, start and goal in opposite corners, so the optimal path has
 the largest hole-free length ``2(n - 1)``) and extrapolated with a least-squares cubic in ``n`` (every format
 is at most cubic: a map per step). Peak memory is the largest chunk of records in flight per worker plus
-the map records themselves; time follows the throughputs of benchmarks/README.md (2 cores). It is an upper
+the map records themselves; time follows the throughputs of benchmarks/log.md (2 cores). It is an upper
 estimate of typical maps, good to a small factor, which is what refusing a hopeless run needs.
 """
 

@@ -12,7 +12,7 @@
 Prompt (``--prompt``): ``mirage`` (default) keeps the SFT file's user message, i.e. Mirage's rule text with
 the map in it, as in the paper. ``map-only`` replaces the user message by just the map in the input format
 (``formats.render`` of the map from ``<split>/maps.jsonl``; for image input only the image block). The rule
-text is the same in every example and most of its tokens (benchmarks/README.md), and a small from-scratch
+text is the same in every example and most of its tokens (benchmarks/log.md), and a small from-scratch
 model cannot use it anyway. ``train`` records the choice in
 ``run.json``; ``predict`` defaults to the run's choice and records it in every prediction row.
 

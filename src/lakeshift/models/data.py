@@ -6,7 +6,7 @@ Prompts (``--prompt``, :data:`PROMPTS`):
   (the paper's setup).
 - ``map-only``: the user message becomes just the map in the record's input format, rendered with
   :func:`lakeshift.formats.render` from ``<split>/maps.jsonl`` (for image input: only the image block). The
-  rule text is the same in every example and most of its tokens (benchmarks/README.md), and a small
+  rule text is the same in every example and most of its tokens (benchmarks/log.md), and a small
   from-scratch model cannot use it anyway. The system message and the
   assistant turn are unchanged.
 """

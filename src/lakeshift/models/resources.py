@@ -11,7 +11,7 @@ from lakeshift.data.bounds import format_bytes
 from lakeshift.errors import LakeshiftError
 
 #: Training tokens per second by ``--model`` on 2 CPU cores (fp32, structured tokenizer, batch 32;
-#: benchmarks/README.md, "Learning"; the progress bar's tok/s). Models without a measured rate get no
+#: benchmarks/log.md, "Learning"; the progress bar's tok/s). Models without a measured rate get no
 #: estimate.
 TRAIN_TOKENS_PER_S: dict[str, float] = {
     "mini": 6000.0,

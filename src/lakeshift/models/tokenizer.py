@@ -14,7 +14,7 @@ Two kinds (``--tokenizer``, :data:`TOKENIZERS`):
   outside the vocabulary falls back to its characters (BPE with ``ignore_merges`` and no merges), and every
   printable ASCII character is in the vocabulary, so only non-ASCII characters can become ``<unk>``: encode
   with :func:`encode_checked` where a silent ``<unk>`` would reach a model. Lengths against ``char`` for
-  every format: benchmarks/README.md.
+  every format: benchmarks/log.md.
 - ``char``: one token per character (the printable ASCII set plus every other character seen in the data);
   never meets an unseen *word*, but spends 3 positions per grid cell and 4-7 per move.
 

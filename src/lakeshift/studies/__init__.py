@@ -47,7 +47,7 @@ Training at once. With ``train_jobs: N`` (N > 1) the SFT training stages run N a
 ``python -m lakeshift train`` process with ``cpu_count // N`` threads and its output prefixed with the
 model's name; GRPO stages (they read an SFT model) and predictions run after them, one at a time. Small
 models use a second thread poorly, so two at once make more steps than one after the other
-(benchmarks/README.md, "Threads"). A time budget
+(benchmarks/log.md, "Threads"). A time budget
 (``max_minutes``) is then each model's wall time, spent at once.
 
 Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs),

@@ -20,7 +20,7 @@ from lakeshift.models.resources import GENERATE_STEPS_PER_S, TRAIN_TOKENS_PER_S
 PREDICT_BATCH = 32
 #: An answer may run past its reference's length up to the cap (1.25 x the longest reference).
 ANSWER_SLACK = 1.25
-#: The structured tokenizer writes 2.3-3.2 characters per token (benchmarks/README.md, "Tokens").
+#: The structured tokenizer writes 2.3-3.2 characters per token (benchmarks/log.md, "Tokens").
 CHARS_PER_TOKEN = 2.3
 #: Loading a model and tokenizing its data, beyond a training stage's time budget (the demo's two 5-minute
 #: stages took 311 and 318 s, 24,000 records each), and loading a model for predictions (1-5 s).

@@ -70,7 +70,7 @@ formats write them, no spaces inside):
   symmetries (:mod:`lakeshift.data.augment`). When no order reaches the plan, the trace is the ``U L R D``
   search
   and its read-back is A*'s own parent chain (each cell's parent: the expansion that gave it its g), an
-  optimal path too, which the answer then follows instead of the plan; this is rare (benchmarks/README.md,
+  optimal path too, which the answer then follows instead of the plan; this is rare (benchmarks/log.md,
   "Notes on the numbers"), and ``split.json`` counts it (``astar_answer_differs``).
 
   The second version of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its

@@ -7,7 +7,7 @@ come from the model's ``generation_config`` (transformers' defaults where it is 
 
 Text models generate with a static (preallocated) KV cache: the default dynamic cache grows by
 concatenation, copying the whole cache at every token, which dominates long CoT generations on CPU
-(benchmarks/README.md, "Notes on the numbers"). A model that refuses a static cache falls back to the
+(benchmarks/log.md, "Notes on the numbers"). A model that refuses a static cache falls back to the
 dynamic one.
 """
 
