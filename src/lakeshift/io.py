@@ -195,6 +195,10 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return path.open("rb")
 
 
+def _broken_gzip(path: str | Path, err: Exception) -> LakeshiftError:
+    return LakeshiftError(f"{path}: not a complete gzip file ({err})")
+
+
 def jsonl_stem(path: str | Path) -> str:
     """The name of a JSONL file without ``.jsonl`` or ``.jsonl.gz`` (``ood-dist.jsonl.gz``: ``ood-dist``)."""
     name = Path(path).name.removesuffix(GZIP_SUFFIX)
@@ -241,7 +245,7 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             except StopIteration:
                 return
             except _GZIP_ERRORS as err:
-                raise LakeshiftError(f"{path}: not a complete gzip file ({err})") from None
+                raise _broken_gzip(path, err) from None
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -289,14 +293,21 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> Iterator[tuple
 
 def first_record(path: str | Path) -> dict[str, Any] | None:
     """The first non-blank line of a JSONL file (or a ``.jsonl.gz``) as an object, or None (unreadable,
-    not JSON, empty)."""
+    not JSON, empty).
+
+    Raises:
+        LakeshiftError: a ``.gz`` file that is not gzip or is cut short: a damaged file, not one to pass
+            over as something other than JSONL.
+    """
     try:
         with open_binary(path) as f:
             for raw in f:
                 if raw.strip():
                     obj = json.loads(raw.decode("utf-8"))
                     return obj if isinstance(obj, dict) else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, *_GZIP_ERRORS):
+    except _GZIP_ERRORS as err:  # before OSError, which BadGzipFile is
+        raise _broken_gzip(path, err) from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     return None
 

@@ -8,6 +8,7 @@ import gzip
 import shutil
 from pathlib import Path
 
+import pytest
 from cli_checks import one_error_line, quiet_main
 from suite_fixtures import make_suite, noisy_predictions
 
@@ -83,12 +84,19 @@ def test_a_file_both_plain_and_compressed_is_refused_not_counted_twice(tmp_path:
     one_error_line(code, err, "also there uncompressed")
 
 
-def test_a_compressed_file_cut_short_is_one_error_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["score", "report"])
+@pytest.mark.parametrize("where", ["within-the-records", "before-the-first-record"])
+def test_a_compressed_file_cut_short_is_one_error_naming_it(tmp_path: Path, command: str, where: str) -> None:
     data = make_suite(tmp_path, per_size=3)
     runs = tmp_path / "runs"
     noisy_predictions(data, runs, "grid__none", 6)
     _compress(runs)
     packed = runs / "grid__none" / "id-test.jsonl.gz"
-    packed.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
-    code, err = quiet_main(["score", "--maps", data / "id-test" / "maps.jsonl", "--predictions", packed])
+    whole = packed.read_bytes()
+    packed.write_bytes(whole[: len(whole) // 2 if where == "within-the-records" else 12])
+    if command == "score":
+        argv = ["score", "--maps", data / "id-test" / "maps.jsonl", "--predictions", runs / "grid__none"]
+    else:  # a file that cannot be read from its start is not passed over as some other kind of file
+        argv = ["report", runs, "--out", tmp_path / "rep", "--data", data]
+    code, err = quiet_main(argv)
     one_error_line(code, err, str(packed), "not a complete gzip file")
