@@ -109,17 +109,17 @@ def test_default_learning_rate_follows_where_the_model_came_from():
         ({}, 1e-6),
     ):
         hp = resolve_grpo_hparams(opts, init, n_prompts=10, world=1, cuda=False)
-        assert hp["lr"] == lr, init
+        assert hp.lr == lr, init
     # an SFT run that fine-tuned a shipped base (its kind is "path"): the spec says it is small
     from lakeshift.models.registry import ModelSpec
 
     base_sft = {"model": {"kind": "path"}}
     for small, lr in ((True, 1e-4), (False, 1e-6)):
         spec = ModelSpec("runs/x", "path", "runs/x/model", False, "lakeshift_cells", small=small)
-        assert resolve_grpo_hparams(opts, base_sft, 10, 1, False, spec)["lr"] == lr
+        assert resolve_grpo_hparams(opts, base_sft, 10, 1, False, spec).lr == lr
     hp = resolve_grpo_hparams(opts, named_sft, n_prompts=10, world=1, cuda=False)
     # One prompt group of 8 per step: 10 prompts, one epoch = 10 steps, about 5 checkpoints.
-    assert hp["batch_size"] == 8 and hp["prompts_per_step"] == 1 and hp["save_steps"] == 2
+    assert hp.batch_size == 8 and hp.prompts_per_step == 1 and hp.save_steps == 2
 
 
 @pytest.mark.slow

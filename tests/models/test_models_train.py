@@ -178,17 +178,17 @@ def test_predict_bad_input(data, tmp_path, capsys):
 def test_presets_follow_table_8():
     spec = resolve_model("micro")
     paper = resolve_hparams(TrainOptions("d", "grid", "none", "micro", "o", preset="paper"), spec, cuda=False)
-    assert (paper["epochs"], paper["batch_size"], paper["grad_accum"], paper["warmup_steps"]) == (
+    assert (paper.epochs, paper.batch_size, paper.grad_accum, paper.warmup_steps) == (
         10,
         1,
         1,
         10,
     )
-    assert (paper["lr"], paper["weight_decay"]) == (1e-5, 0.01)
+    assert (paper.lr, paper.weight_decay) == (1e-5, 0.01)
     assert PRESETS["paper-code"]["grad_accum"] == 2
     override = resolve_hparams(TrainOptions("d", "grid", "none", "micro", "o", lr=0.5), spec, cuda=False)
-    assert override["preset"] == "scratch" and override["lr"] == 0.5
-    assert not override["gradient_checkpointing"]
+    assert override.preset == "scratch" and override.lr == 0.5
+    assert not override.gradient_checkpointing
 
 
 def test_time_budget_stops_training_early_and_is_recorded(data, tmp_path):
@@ -220,12 +220,12 @@ def test_time_budget_schedule_warms_up_by_step_then_decays_to_zero_with_the_cloc
 
 
 def test_bf16_is_the_default_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakeshift.models import train as train_module
+    from lakeshift.models import train_options
     from lakeshift.models.registry import resolve_model
 
-    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
-    assert not train_module.default_bf16(resolve_model("mini"), cuda=False)  # hidden 128: slower in bf16
-    assert train_module.default_bf16(resolve_model("tiny"), cuda=False)
-    assert train_module.default_bf16(resolve_model("micro"), cuda=True)
-    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: False)
-    assert not train_module.default_bf16(resolve_model("tiny"), cuda=False)
+    monkeypatch.setattr(train_options, "cpu_has_bf16", lambda: True)
+    assert not train_options.default_bf16(resolve_model("mini"), cuda=False)  # hidden 128: slower in bf16
+    assert train_options.default_bf16(resolve_model("tiny"), cuda=False)
+    assert train_options.default_bf16(resolve_model("micro"), cuda=True)
+    monkeypatch.setattr(train_options, "cpu_has_bf16", lambda: False)
+    assert not train_options.default_bf16(resolve_model("tiny"), cuda=False)

@@ -202,7 +202,7 @@ def test_a_runs_own_folders_are_the_run(data: Path, sft_run: Path, tmp_path: Pat
             GrpoOptions(str(data), "grid", "none", str(model), str(tmp_path / "o"))
         )
         assert opts.prompt == "map-only", model
-        assert resolve_grpo_hparams(opts, init, 4, 1, False, spec)["lr"] == 1e-4, model
+        assert resolve_grpo_hparams(opts, init, 4, 1, False, spec).lr == 1e-4, model
 
 
 # ----- numbers checked before training ----------------------------------------------------------------------

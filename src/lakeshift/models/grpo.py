@@ -49,7 +49,7 @@ from lakeshift.models import cells
 from lakeshift.models.data import PROMPTS, SftSet, load_images, load_sft, prompt_turns, reference_completion
 from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model, run_record
 from lakeshift.models.rewards import parse_rewards, trl_reward_funcs
-from lakeshift.models.train import RunOptions
+from lakeshift.models.train_options import LoraSettings, RunOptions, default_bf16, lora_settings
 from lakeshift.options import option
 
 METHODS = ("sft", "grpo")
@@ -192,7 +192,7 @@ def default_completion_length(sft: SftSet, tokenizer: Any) -> int:
 
 
 def check_memory(
-    spec: ModelSpec, rows: list[dict[str, Any]], hp: dict[str, Any], tokenizer: Any, cuda: bool
+    spec: ModelSpec, rows: list[dict[str, Any]], hp: GrpoHyperparameters, tokenizer: Any, cuda: bool
 ) -> None:
     """Refuses, before the model loads, a batch the machine cannot hold
     (:func:`lakeshift.models.resources.grpo_memory`
@@ -213,21 +213,22 @@ def check_memory(
         mlp = int(shape.get("intermediate_size", 4 * hidden))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return
+    assert hp.max_completion_length is not None, "sized by train_grpo before the memory check"
     texts = ["".join(_text_of(m.get("content")) for m in row["prompt"]) for row in rows]
     longest = max(texts, key=len)
     # + 16: the chat template's role markers around each turn
-    tokens = len(tokenizer(longest, add_special_tokens=False)["input_ids"]) + 16 + hp["max_completion_length"]
+    tokens = len(tokenizer(longest, add_special_tokens=False)["input_ids"]) + 16 + hp.max_completion_length
     need = resources.grpo_memory(
-        completions=hp["batch_size"],
-        generated_at_once=hp["batch_size"] * hp["grad_accum"],
+        completions=hp.batch_size,
+        generated_at_once=hp.batch_size * hp.grad_accum,
         tokens=tokens,
         hidden=hidden,
         layers=layers,
         vocab=vocab,
         kv_width=kv_width,
         n_params=vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * mlp),
-        value_bytes=2 if hp["bf16"] else 4,
-        checkpointing=hp["gradient_checkpointing"],
+        value_bytes=2 if hp.bf16 else 4,
+        checkpointing=hp.gradient_checkpointing,
     )
     if cuda:
         import torch
@@ -235,8 +236,8 @@ def check_memory(
         available = float(torch.cuda.mem_get_info()[0])
     else:
         available = bounds.available_memory()
-    batch = f"{hp['batch_size']} sequences of up to {tokens} tokens"
-    what = f"--num-generations {hp['num_generations']} ({batch})"
+    batch = f"{hp.batch_size} sequences of up to {tokens} tokens"
+    what = f"--num-generations {hp.num_generations} ({batch})"
     resources.check_grpo_memory(need, available, what)
 
 
@@ -254,6 +255,41 @@ def from_named_size(init: dict[str, Any]) -> bool:
     return bool((init.get("init") or {}).get("from_named_size"))
 
 
+@dataclass(frozen=True)
+class GrpoHyperparameters:
+    """The settings a GRPO run trains with, in the order ``run.json`` records them.
+
+    ``max_completion_length`` is ``None`` until it is sized from the data (:func:`default_completion_length`);
+    ``rewards`` (the weights of :func:`lakeshift.models.rewards.parse_rewards`) is ``None`` until the rewards
+    are resolved; ``max_steps`` is ``-1`` when the epochs decide."""
+
+    num_generations: int
+    max_completion_length: int | None
+    temperature: float
+    top_p: float
+    beta: float
+    epochs: float
+    max_steps: int
+    max_minutes: float | None
+    batch_size: int
+    grad_accum: int
+    prompts_per_step: int
+    lr: float
+    warmup_steps: int
+    weight_decay: float
+    seed: int
+    bf16: bool
+    gradient_checkpointing: bool
+    lora: LoraSettings | None
+    save_steps: int
+    logging_steps: int
+    rewards: dict[str, float] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``hparams`` record of ``run.json``: ``method: grpo``, then every field in order."""
+        return {"method": "grpo", **dataclasses.asdict(self)}
+
+
 def resolve_grpo_hparams(
     opts: GrpoOptions,
     init: dict[str, Any],
@@ -261,70 +297,67 @@ def resolve_grpo_hparams(
     world: int,
     cuda: bool,
     spec: ModelSpec | None = None,
-) -> dict[str, Any]:
+) -> GrpoHyperparameters:
     """Every setting of the run (recorded in ``run.json``; checked on ``--resume``); ``spec`` (the initial
     model) decides the bf16 default by its width, and whether it is one of lakeshift's small models (a
     named size, a shipped base, or a run of one: :attr:`ModelSpec.small`), which sets the learning rate."""
-    from lakeshift.models.train import default_bf16
-
     named = spec.small if spec is not None else from_named_size(init)
     batch = opts.batch_size or opts.num_generations
     grad_accum = opts.grad_accum or 1
     epochs = opts.epochs if opts.epochs is not None else 1.0
     per_step = batch * grad_accum * world
     total = opts.max_steps or max(1, math.ceil(n_prompts * opts.num_generations * epochs / per_step))
-    return {
-        "method": "grpo",
-        "num_generations": opts.num_generations,
-        "max_completion_length": opts.max_completion_length,
-        "temperature": opts.temperature,
-        "top_p": opts.top_p,
-        "beta": opts.beta,
-        "epochs": epochs,
-        "max_steps": opts.max_steps or -1,
-        "max_minutes": opts.max_minutes,
-        "batch_size": batch,
-        "grad_accum": grad_accum,
-        "prompts_per_step": per_step // opts.num_generations,
-        "lr": opts.lr if opts.lr is not None else (LR_NAMED if named else LR_CHECKPOINT),
-        "warmup_steps": opts.warmup_steps or 0,
-        "weight_decay": opts.weight_decay if opts.weight_decay is not None else 0.0,
-        "seed": opts.seed,
-        "bf16": opts.bf16 if opts.bf16 is not None else default_bf16(spec, cuda),
-        "gradient_checkpointing": bool(opts.gradient_checkpointing),
-        "lora": {"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
-        "save_steps": opts.save_steps or max(1, -(-total // 5)),
-        "logging_steps": opts.logging_steps or 1,
-    }
+    return GrpoHyperparameters(
+        num_generations=opts.num_generations,
+        max_completion_length=opts.max_completion_length,
+        temperature=opts.temperature,
+        top_p=opts.top_p,
+        beta=opts.beta,
+        epochs=epochs,
+        max_steps=opts.max_steps or -1,
+        max_minutes=opts.max_minutes,
+        batch_size=batch,
+        grad_accum=grad_accum,
+        prompts_per_step=per_step // opts.num_generations,
+        lr=opts.lr if opts.lr is not None else (LR_NAMED if named else LR_CHECKPOINT),
+        warmup_steps=opts.warmup_steps or 0,
+        weight_decay=opts.weight_decay if opts.weight_decay is not None else 0.0,
+        seed=opts.seed,
+        bf16=opts.bf16 if opts.bf16 is not None else default_bf16(spec, cuda),
+        gradient_checkpointing=bool(opts.gradient_checkpointing),
+        lora=lora_settings(opts),
+        save_steps=opts.save_steps or max(1, -(-total // 5)),
+        logging_steps=opts.logging_steps or 1,
+    )
 
 
-def _grpo_config(out: Path, hp: dict[str, Any], weights: dict[str, float], cuda: bool) -> Any:
+def _grpo_config(out: Path, hp: GrpoHyperparameters, weights: dict[str, float], cuda: bool) -> Any:
     from trl import GRPOConfig
 
     return GRPOConfig(
         output_dir=str(out),
-        num_generations=hp["num_generations"],
-        max_completion_length=hp["max_completion_length"],
-        temperature=hp["temperature"],
-        top_p=hp["top_p"],
-        beta=hp["beta"],
+        num_generations=hp.num_generations,
+        max_completion_length=hp.max_completion_length,
+        temperature=hp.temperature,
+        top_p=hp.top_p,
+        beta=hp.beta,
         reward_weights=list(weights.values()),
-        num_train_epochs=hp["epochs"],
-        max_steps=hp["max_steps"],
-        per_device_train_batch_size=hp["batch_size"],
-        gradient_accumulation_steps=hp["grad_accum"],
-        learning_rate=hp["lr"],
-        warmup_steps=hp["warmup_steps"],
-        weight_decay=hp["weight_decay"],
+        num_train_epochs=hp.epochs,
+        max_steps=hp.max_steps,
+        per_device_train_batch_size=hp.batch_size,
+        gradient_accumulation_steps=hp.grad_accum,
+        learning_rate=hp.lr,
+        warmup_steps=hp.warmup_steps,
+        weight_decay=hp.weight_decay,
         lr_scheduler_type="linear",
         optim="adamw_torch_fused" if cuda else "adamw_torch",
-        bf16=hp["bf16"],
-        activation_checkpointing=hp["gradient_checkpointing"],
-        seed=hp["seed"],
-        data_seed=hp["seed"],
-        logging_steps=hp["logging_steps"],
+        bf16=hp.bf16,
+        activation_checkpointing=hp.gradient_checkpointing,
+        seed=hp.seed,
+        data_seed=hp.seed,
+        logging_steps=hp.logging_steps,
         save_strategy="steps",
-        save_steps=hp["save_steps"],
+        save_steps=hp.save_steps,
         save_total_limit=2,
         report_to="none",
         disable_tqdm=True,
@@ -385,18 +418,20 @@ def train_grpo(opts: GrpoOptions) -> Path:
     is_main, world = state.is_main_process, state.num_processes
     processing = load_processing(spec)
     hp = resolve_grpo_hparams(opts, init, len(rows), world, cuda, spec)
-    if hp["max_completion_length"] is None:
-        hp["max_completion_length"] = default_completion_length(sft, tokenizer_of(processing))
+    if hp.max_completion_length is None:
+        hp = dataclasses.replace(
+            hp, max_completion_length=default_completion_length(sft, tokenizer_of(processing))
+        )
     check_memory(spec, rows, hp, tokenizer_of(processing), cuda)
-    hp["rewards"] = weights
+    hp = dataclasses.replace(hp, rewards=weights)
     distributed = {
         "world_size": world,
         "distributed_type": str(state.distributed_type).rsplit(".", 1)[-1],
-        "per_device_batch_size": hp["batch_size"],
-        "grad_accum": hp["grad_accum"],
-        "global_batch_size": hp["batch_size"] * hp["grad_accum"] * world,
+        "per_device_batch_size": hp.batch_size,
+        "grad_accum": hp.grad_accum,
+        "global_batch_size": hp.batch_size * hp.grad_accum * world,
     }
-    record = _run_record(opts, spec, sft, hp)  # type: ignore[arg-type]  # the fields it reads are shared
+    record = _run_record(opts, spec, sft, hp.to_json())  # type: ignore[arg-type]  # the fields it reads are shared
     record.update(
         method="grpo",
         rewards=weights,
@@ -426,14 +461,14 @@ def train_grpo(opts: GrpoOptions) -> Path:
     model = load_model(spec, dtype=dtype)
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
-    peft_config = lora_config(hp, spec.vision)
+    peft_config = lora_config(hp.lora, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 
     # 3. Train.
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    budget = _TimeBudget(hp["max_minutes"], world) if hp["max_minutes"] else None
+    budget = _TimeBudget(hp.max_minutes, world) if hp.max_minutes else None
     trainer_cls = GRPOTrainer if budget is None else budget_trainer_class(GRPOTrainer, budget)
     completions_log = out / (
         "completions.jsonl" if is_main else f"completions-rank{state.process_index}.jsonl"
@@ -457,7 +492,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         trainer,
         out=out,
         record=record,
-        hp=hp,
+        lora=hp.lora,
         processing=processing,
         budget=budget,
         resume=opts.resume,

@@ -66,7 +66,7 @@ from lakeshift.env import DELTAS, FrozenLakeMap
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats.prompts import SYSTEM_PROMPT
 from lakeshift.io import write_jsonl
-from lakeshift.models.train import TrainOptions
+from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import check_config, config_keys
 from lakeshift.traces import TRACE_COTS, astar_search, astar_text, boxed, cell_text, walk_completions
 

@@ -9,19 +9,7 @@ The flow of :func:`train`, top to bottom:
 5. train with ``SFTTrainer`` (progress bar with loss and tokens/s, ``metrics.jsonl``, checkpoints, resume);
 6. save the final model to ``OUT/model`` (LoRA adapters merged; the adapter itself in ``OUT/adapter``).
 
-Presets (``--preset``):
-
-- ``scratch`` (default for lakeshift's small models: named sizes, shipped bases and their runs): lr 3e-3,
-  batch 32, warmup 3%, weight decay 0.01 (the recipe RESULTS.md chose among those it measured), and the
-  paper's 10 epochs (Table 8).
-- ``paper`` (default for checkpoints): Table 8 of the paper as printed: 10 epochs, per-device batch 1,
-  gradient accumulation **1**, 10 warmup steps, lr 1e-5, weight decay 0.01, AdamW, bf16; plus gradient
-  checkpointing on GPU (as the paper's code).
-- ``paper-code``: the same with gradient accumulation **2**, as the paper's published training script.
-
-CPU defaults (their measurements: benchmarks/README.md): bf16 autocast when the CPU has native bf16 and the
-model's hidden size is at least :data:`BF16_MIN_HIDDEN` (below it the casts cost more than they save), no
-gradient checkpointing, length-grouped batches, no packing. Conversations are never truncated.
+Presets and CPU defaults: :mod:`lakeshift.models.train_options`.
 
 Prompt (``--prompt``, recorded in ``run.json`` and the default of ``lakeshift predict``): ``mirage`` trains on
 the SFT file's user message (the paper's setup); ``map-only`` on the map alone (see
@@ -30,6 +18,7 @@ the SFT file's user message (the paper's setup); ``map-only`` on the map alone (
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -37,15 +26,13 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.formats import INPUT_FORMATS
 from lakeshift.io import atomic_write, dumps
 from lakeshift.models import cells
-from lakeshift.models.data import PROMPTS, SftSet, load_images, load_sft, split_hash
+from lakeshift.models.data import SftSet, load_images, load_sft, split_hash
 from lakeshift.models.registry import (
     RUN_FILE,
     ModelSpec,
@@ -53,7 +40,6 @@ from lakeshift.models.registry import (
     cell_spec,
     check_modality,
     freeze_vision_tower,
-    hidden_size,
     load_model,
     load_processing,
     resolve_model,
@@ -62,249 +48,37 @@ from lakeshift.models.registry import (
     weights_problem,
 )
 from lakeshift.models.tokenizer import TOKENIZERS, build_tokenizer, message_texts
-from lakeshift.options import option
-from lakeshift.traces import COT_FORMATS
+from lakeshift.models.train_options import (
+    NAMED_HELP,
+    PRESETS,
+    PROMPT_HELP,
+    Hyperparameters,
+    LoraSettings,
+    RunOptions,
+    TrainOptions,
+    cpu_has_bf16,
+    default_bf16,
+    parse_cells,
+    parse_sizes,
+    resolve_hparams,
+)
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "scratch": {
-        "epochs": 10,
-        "batch_size": 32,
-        "grad_accum": 1,
-        "lr": 3e-3,
-        "warmup_ratio": 0.03,
-        "warmup_steps": 0,
-        "weight_decay": 0.01,
-    },
-    "paper": {
-        "epochs": 10,
-        "batch_size": 1,
-        "grad_accum": 1,
-        "lr": 1e-5,
-        "warmup_ratio": 0.0,
-        "warmup_steps": 10,
-        "weight_decay": 0.01,
-    },
-}
-PRESETS["paper-code"] = {**PRESETS["paper"], "grad_accum": 2}
+# The options and hyper-parameters live in train_options; these names are read from here too.
+__all__ = [
+    "NAMED_HELP",
+    "PRESETS",
+    "PROMPT_HELP",
+    "RunOptions",
+    "TrainOptions",
+    "cpu_has_bf16",
+    "default_bf16",
+    "parse_cells",
+    "parse_sizes",
+    "resolve_hparams",
+]
+
 # Only these keys may differ between a run and its --resume (the schedule may be extended).
 _RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "save_steps", "logging_steps", "resume"}
-
-
-#: The named sizes ``--model`` accepts, for the help of the commands that take one.
-NAMED_HELP = (
-    "micro, mini, tiny, small, base (Qwen2, random init, structured tokenizer), micro-cells, mini-cells, "
-    "tiny-cells (the same with row/column embeddings for map cells), mini-cells-shift (mini-cells whose "
-    "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
-    "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
-    "Qwen2.5-VL), "
-    "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks), "
-    "mini-cells-trace-base (mini-cells-base pretrained further on random-walk traces in every CoT format)"
-)
-PROMPT_HELP = (
-    "mirage: the SFT file's user message, Mirage's rule text (~1,200 characters) with the map (the paper's "
-    "setup); map-only: just the map in the input format (for image input: just the image), rendered from "
-    "<split>/maps.jsonl; for small from-scratch models that cannot use the rule text (9x fewer tokens "
-    "for grid x none, 3x for grid x grid+desc on 3x3-6x6 maps)"
-)
-
-
-def parse_cells(text: str) -> dict[str, Any]:
-    """``--cells FIELD=VALUE,...``: the cells spec fields to change (:func:`cells.parse_overrides`)."""
-    import argparse
-
-    try:
-        return cells.parse_overrides(text)
-    except LakeshiftError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def parse_sizes(text: str) -> list[int]:
-    """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
-    """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
-    import argparse
-
-    try:
-        return sorted({int(x) for x in text.replace(" ", "").split(",") if x})
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated map sizes such as 7,8; got {text!r}"
-        ) from None
-
-
-
-
-@dataclass
-class RunOptions:
-    """The options every training method takes (``None`` = take it from the preset or the machine).
-
-    Each field is an :func:`lakeshift.options.option`: its metadata is the ``lakeshift train`` option and,
-    where marked, a key of a study's ``train:`` section and of a pretraining config's ``train:``."""
-
-    data: str = option(required=True, help="folder written by `lakeshift generate`")
-    input_format: str = option(required=True, flag="--input", choices=INPUT_FORMATS)
-    cot_format: str = option(required=True, flag="--cot", choices=COT_FORMATS)
-    model: str = option(
-        required=True,
-        help=f"named size ({NAMED_HELP}), checkpoint folder, or hub id",
-        study=True,
-        pretrain=True,
-    )
-    out: str = option(required=True, help="run folder")
-    split: str = option("id-train", help="training split (default id-train; e.g. embed10-train)", study=True)
-    epochs: float | None = option(
-        rule="positive_float", help="passes over the data (> 0)", study=True, pretrain=True
-    )
-    max_steps: int | None = option(
-        rule="positive_int",
-        help="stop after this many optimizer steps (overrides --epochs)",
-        study=True,
-        pretrain=True,
-    )
-    max_minutes: float | None = option(
-        rule="positive_float",
-        help="training time budget: stop (and save) after this many minutes, whatever the epoch; after "
-        "warmup the learning rate decays linearly to zero with the clock (equal budgets for formats of "
-        "different lengths, each fully annealed)",
-        study=True,
-        pretrain=True,
-    )
-    batch_size: int | None = option(
-        rule="positive_int", help="per-device batch size", study=True, pretrain=True
-    )
-    grad_accum: int | None = option(rule="positive_int", help="gradient accumulation steps", study=True)
-    lr: float | None = option(rule="positive_float", help="peak learning rate", study=True, pretrain=True)
-    warmup_steps: int | None = option(rule="nonnegative_int", study=True, pretrain=True)
-    weight_decay: float | None = option(rule="nonnegative_float", study=True, pretrain=True)
-    seed: int = option(
-        0, rule="seed", help="0 .. 2**32 - 1 (numpy's range; default 0)", study=True, pretrain=True
-    )
-    limit: int | None = option(rule="positive_int", help="train on the first N records only", study=True)
-    sizes: list[int] | None = option(parse=parse_sizes, help="train on maps of these sizes only, e.g. 3,4")
-    lora: bool = option(
-        False, kind="flag", help="LoRA adapters (peft) instead of full fine-tuning", study=True
-    )
-    lora_r: int = option(16, rule="positive_int")
-    lora_alpha: int = option(32, rule="positive_int")
-    bf16: bool | None = option(
-        kind="toggle",
-        help="bf16 mixed precision (default: on with a GPU or a CPU with native bf16)",
-        pretrain=True,
-    )
-    gradient_checkpointing: bool | None = option(
-        kind="toggle", help="default: on for checkpoints on a GPU, off otherwise (2x slower for small models)"
-    )
-    save_steps: int | None = option(
-        rule="positive_int",
-        help="checkpoint every N steps (default: ~5 per run, last 2 kept)",
-        pretrain=True,
-    )
-    logging_steps: int | None = option(rule="positive_int")
-    resume: bool = option(False, kind="flag", help="continue OUT from its last checkpoint")
-
-
-@dataclass
-class TrainOptions(RunOptions):
-    """Everything ``lakeshift train`` (supervised) accepts."""
-
-    prompt: str = option(
-        "mirage",
-        choices=PROMPTS,
-        help="user message to train on (default mirage; with --method grpo: the initial run's; recorded in "
-        f"run.json): {PROMPT_HELP}",
-        study=True,
-    )
-    tokenizer: str = option(
-        "structured",
-        choices=TOKENIZERS,
-        help="named sizes: structured (default: one token per cell, move, word, number) or char "
-        "(one per character); ignored for checkpoints, which bring their own",
-        study=True,
-    )
-    preset: str | None = option(
-        choices=tuple(PRESETS),
-        help="scratch (default for named sizes and lakeshift's base models: lr 3e-3, batch 32, 10 epochs); "
-        "paper (default for checkpoints): "
-        "Table 8 as printed: 10 epochs, batch 1, gradient accumulation 1, 10 warmup steps, lr 1e-5, "
-        "weight decay 0.01, AdamW, bf16; "
-        "paper-code: the same with gradient accumulation 2, as the paper's code",
-        study=True,
-    )
-    global_batch_size: int | None = option(
-        rule="positive_int",
-        help="maps per optimizer step over all processes: sets the per-device batch to N / (processes x "
-        "gradient accumulation), which must divide exactly (same recipe on 1 or 8 GPUs)",
-    )
-    max_length: int | None = option(
-        rule="positive_int", help="truncate conversations to N tokens (default: never)", study=True
-    )
-    # A cells model's own spec unless given (None); saved with the model.
-    cells: dict[str, Any] | None = option(
-        parse=parse_cells,
-        check=cells.check_overrides,
-        write=cells.format_overrides,
-        metavar="FIELD=VALUE,...",
-        help="cells models (mini-cells*, the mini-cells-*-base models): change the model's cells spec, e.g. "
-        "grids=next,walk=trace,maps=grid+desc,player=true (fields of lakeshift.models.cells.CellSpec: grids "
-        "first|every|next, walk none|answer|trace, maps grid[+table][+desc], player, order true|false, "
-        "offsets none|random); in a config, a mapping; saved with the model",
-        study=True,
-        pretrain=True,
-    )
-
-
-#: The smallest hidden size for which bf16 autocast pays on a CPU with native bf16 (see the module doc).
-BF16_MIN_HIDDEN = 256
-
-
-def default_bf16(spec: ModelSpec | None, cuda: bool) -> bool:
-    """bf16 mixed precision unless the user chose: on a GPU, or on a native-bf16 CPU for a model that is
-    not too narrow to gain from it (any width when ``spec`` is unknown)."""
-    hidden = hidden_size(spec) if spec is not None else None
-    return cuda or (cpu_has_bf16() and (hidden is None or hidden >= BF16_MIN_HIDDEN))
-
-
-def cpu_has_bf16() -> bool:
-    """True when the CPU computes bf16 natively (avx512_bf16 or AMX), where bf16 autocast pays."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> dict[str, Any]:
-    """The effective hyper-parameters: the preset, then every explicit option on top."""
-    preset = opts.preset or ("scratch" if spec.small else "paper")
-    if preset not in PRESETS:
-        raise LakeshiftError(f"--preset {preset}: unknown (choose from {', '.join(PRESETS)})")
-    hp = {"preset": preset, **PRESETS[preset]}
-    for key in ("epochs", "batch_size", "grad_accum", "lr", "warmup_steps", "weight_decay"):
-        value = getattr(opts, key)
-        if value is not None:
-            hp[key] = value
-    if opts.warmup_steps is not None:
-        hp["warmup_ratio"] = 0.0
-    big = not spec.small
-    hp.update(
-        tokenizer=opts.tokenizer if spec.kind == "named" else "checkpoint",
-        max_steps=opts.max_steps or -1,
-        max_minutes=opts.max_minutes,
-        seed=opts.seed,
-        bf16=opts.bf16 if opts.bf16 is not None else default_bf16(spec, cuda),
-        # Checkpointing trades compute for memory: worth it for 7B on a GPU, a 2x slowdown for small models.
-        gradient_checkpointing=(
-            opts.gradient_checkpointing if opts.gradient_checkpointing is not None else (big and cuda)
-        ),
-        max_length=opts.max_length,
-        cells=opts.cells,
-        lora={"r": opts.lora_r, "alpha": opts.lora_alpha, "dropout": 0.05} if opts.lora else None,
-        save_steps=opts.save_steps,
-        logging_steps=opts.logging_steps,
-        # trl tokenizes image rows in the collator, after the sampler is built, so lengths are unknown there.
-        sampling="random" if opts.input_format == "image" else "group_by_length",
-        packing=False,
-    )
-    return hp
 
 
 def _versions() -> dict[str, str]:
@@ -348,7 +122,7 @@ def _torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, Any]) -> dict[str, Any]:
+def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hparams: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "lakeshift-train",
         "status": "running",
@@ -374,7 +148,7 @@ def _run_record(opts: TrainOptions, spec: ModelSpec, sft: SftSet, hp: dict[str, 
             "vision": spec.vision,
             "model_type": spec.model_type,
         },
-        "hparams": hp,
+        "hparams": hparams,
         "versions": _versions(),
         "git": git_commit(),
         "host": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": _torch_threads()},
@@ -583,36 +357,36 @@ class _TimeBudget:
         return warm * max(0.0, 1.0 - self.agreed_fraction())
 
 
-def _sft_config(out: Path, hp: dict[str, Any], n_records: int, cuda: bool) -> Any:
+def _sft_config(out: Path, hp: Hyperparameters, n_records: int, cuda: bool) -> Any:
     from trl import SFTConfig
 
-    steps_per_epoch = max(1, -(-n_records // (hp["batch_size"] * hp["grad_accum"])))
-    total = hp["max_steps"] if hp["max_steps"] > 0 else int(steps_per_epoch * hp["epochs"])
+    steps_per_epoch = max(1, -(-n_records // (hp.batch_size * hp.grad_accum)))
+    total = hp.max_steps if hp.max_steps > 0 else int(steps_per_epoch * hp.epochs)
     return SFTConfig(
         output_dir=str(out),
-        num_train_epochs=hp["epochs"],
-        max_steps=hp["max_steps"],
-        per_device_train_batch_size=hp["batch_size"],
-        gradient_accumulation_steps=hp["grad_accum"],
-        learning_rate=hp["lr"],
+        num_train_epochs=hp.epochs,
+        max_steps=hp.max_steps,
+        per_device_train_batch_size=hp.batch_size,
+        gradient_accumulation_steps=hp.grad_accum,
+        learning_rate=hp.lr,
         # Under a time budget the planned total is not what will run: warm up over a fixed 50 steps.
-        warmup_steps=hp["warmup_steps"] or (50 if hp["max_minutes"] else int(hp["warmup_ratio"] * total)),
-        weight_decay=hp["weight_decay"],
+        warmup_steps=hp.warmup_steps or (50 if hp.max_minutes else int(hp.warmup_ratio * total)),
+        weight_decay=hp.weight_decay,
         optim="adamw_torch_fused" if cuda else "adamw_torch",
         # Under a time budget the trainer's schedule is replaced by _TimeBudget.lr_factor (decay with time).
         lr_scheduler_type="linear",
-        bf16=hp["bf16"],
-        activation_checkpointing=hp["gradient_checkpointing"],
-        seed=hp["seed"],
-        data_seed=hp["seed"],
+        bf16=hp.bf16,
+        activation_checkpointing=hp.gradient_checkpointing,
+        seed=hp.seed,
+        data_seed=hp.seed,
         assistant_only_loss=True,
         packing=False,
-        max_length=hp["max_length"],
-        train_sampling_strategy=hp["sampling"],
-        logging_steps=hp["logging_steps"] or max(1, min(10, total // 20)),
+        max_length=hp.max_length,
+        train_sampling_strategy=hp.sampling,
+        logging_steps=hp.logging_steps or max(1, min(10, total // 20)),
         # About five checkpoints per run (the last two kept), whatever the epoch length.
         save_strategy="steps",
-        save_steps=hp["save_steps"] or max(1, -(-total // 5)),
+        save_steps=hp.save_steps or max(1, -(-total // 5)),
         save_total_limit=2,
         report_to="none",
         disable_tqdm=True,
@@ -667,8 +441,8 @@ def train(opts: TrainOptions) -> Path:
     if opts.global_batch_size is not None and opts.batch_size is not None:
         raise LakeshiftError("--batch-size and --global-batch-size: give one of them, not both")
     hp = resolve_hparams(opts, spec, cuda)
-    distributed = _distribute(hp, opts.global_batch_size, world, str(state.distributed_type))
-    record = _run_record(opts, spec, sft, hp)
+    hp, distributed = _distribute(hp, opts.global_batch_size, world, str(state.distributed_type))
+    record = _run_record(opts, spec, sft, hp.to_json())
     record["distributed"] = distributed
     if opts.resume:
         record = _check_resume(out, record)
@@ -685,19 +459,19 @@ def train(opts: TrainOptions) -> Path:
     # same for a given --seed on any number of processes (so 1- and N-process runs can be compared).
     from transformers import set_seed
 
-    set_seed(hp["seed"])
-    model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp["tokenizer"])
-    if hp["cells"] is not None:
-        cells.set_spec(model, cells.spec_of(model).changed(hp["cells"], "--cells"))
+    set_seed(hp.seed)
+    model, processing = _model_and_processing(spec, sft, out, opts.resume or not is_main, hp.tokenizer)
+    if hp.cells is not None:
+        cells.set_spec(model, cells.spec_of(model).changed(hp.cells, "--cells"))
     if spec.vision:
         record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
-    peft_config = lora_config(hp, spec.vision)
+    peft_config = lora_config(hp.lora, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 
     # 5. Train.
     from datasets import Dataset
 
-    budget = _TimeBudget(hp["max_minutes"], world) if hp["max_minutes"] else None
+    budget = _TimeBudget(hp.max_minutes, world) if hp.max_minutes else None
     trainer = _trainer_class(budget)(
         model=model,
         args=_sft_config(out, hp, len(sft.records), cuda),
@@ -709,7 +483,7 @@ def train(opts: TrainOptions) -> Path:
         trainer,
         out=out,
         record=record,
-        hp=hp,
+        lora=hp.lora,
         processing=processing,
         budget=budget,
         resume=opts.resume,
@@ -748,17 +522,17 @@ def check_max_length(max_length: int, spec: ModelSpec, sft: SftSet, tokenizer_ki
         )
 
 
-def lora_config(hp: dict[str, Any], vision: bool) -> Any:
-    """The peft LoRA config of ``hp["lora"]`` (``None`` without LoRA), kept off a vision tower: the paper
-    adapts the language model only."""
-    if not hp["lora"]:
+def lora_config(lora: LoraSettings | None, vision: bool) -> Any:
+    """The peft LoRA config of ``lora`` (``None`` without LoRA), kept off a vision tower: the paper adapts
+    the language model only."""
+    if lora is None:
         return None
     from peft import LoraConfig
 
     return LoraConfig(
-        r=hp["lora"]["r"],
-        lora_alpha=hp["lora"]["alpha"],
-        lora_dropout=hp["lora"]["dropout"],
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
         target_modules="all-linear",
         exclude_modules=r".*visual.*" if vision else None,
         task_type="CAUSAL_LM",
@@ -770,7 +544,7 @@ def train_and_save(
     *,
     out: Path,
     record: dict[str, Any],
-    hp: dict[str, Any],
+    lora: LoraSettings | None,
     processing: Any,
     budget: _TimeBudget | None,
     resume: bool,
@@ -780,7 +554,7 @@ def train_and_save(
 ) -> Path:
     """Runs a built trainer (SFT or GRPO) with lakeshift's progress bar, metrics and time budget, then saves
     the final model (merged when LoRA) with its tokenizer/processor to ``OUT/model`` and completes
-    ``run.json``; returns the model folder."""
+    ``run.json``; returns the model folder. With ``lora`` the adapter is saved too (``OUT/adapter``)."""
     from transformers import PrinterCallback
     from transformers.utils import logging as hf_logging
 
@@ -799,7 +573,7 @@ def train_and_save(
     result = trainer.train(resume_from_checkpoint=_last_checkpoint(out) if resume else None)
 
     final = out / "model"
-    if hp["lora"]:
+    if lora is not None:
         # save_model: rank 0 writes, and (FSDP/DeepSpeed) every rank takes part in gathering the weights.
         trainer.save_model(str(out / "adapter"))
         merged = trainer.model.merge_and_unload() if is_main else None
@@ -823,27 +597,29 @@ def train_and_save(
     return final
 
 
-def _distribute(hp: dict[str, Any], global_batch: int | None, world: int, kind: str) -> dict[str, Any]:
-    """Sets the per-device batch from ``--global-batch-size`` (when given) and returns ``run.json``'s
+def _distribute(
+    hp: Hyperparameters, global_batch: int | None, world: int, kind: str
+) -> tuple[Hyperparameters, dict[str, Any]]:
+    """``hp`` with the per-device batch set from ``--global-batch-size`` (when given), and ``run.json``'s
     ``distributed`` record: the optimizer sees per-device batch x gradient accumulation x processes maps.
 
     Raises:
         LakeshiftError: the global batch is not a multiple of processes x gradient accumulation.
     """
     if global_batch is not None:
-        per_step = world * hp["grad_accum"]
+        per_step = world * hp.grad_accum
         if global_batch % per_step:
             raise LakeshiftError(
                 f"--global-batch-size {global_batch}: not divisible by {world} processes x "
-                f"{hp['grad_accum']} gradient accumulation steps"
+                f"{hp.grad_accum} gradient accumulation steps"
             )
-        hp["batch_size"] = global_batch // per_step
-    return {
+        hp = dataclasses.replace(hp, batch_size=global_batch // per_step)
+    return hp, {
         "world_size": world,
         "distributed_type": kind.rsplit(".", 1)[-1],
-        "per_device_batch_size": hp["batch_size"],
-        "grad_accum": hp["grad_accum"],
-        "global_batch_size": hp["batch_size"] * hp["grad_accum"] * world,
+        "per_device_batch_size": hp.batch_size,
+        "grad_accum": hp.grad_accum,
+        "global_batch_size": hp.batch_size * hp.grad_accum * world,
     }
 
 
