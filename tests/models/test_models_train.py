@@ -205,11 +205,11 @@ def test_time_budget_stops_training_early_and_is_recorded(data, tmp_path):
 
 
 def test_time_budget_schedule_warms_up_by_step_then_decays_to_zero_with_the_clock(monkeypatch):
-    from lakeshift.models import train as train_module
+    from lakeshift.models import run_folder
 
     now = [1000.0]
-    monkeypatch.setattr(train_module.time, "time", lambda: now[0])
-    budget = train_module._TimeBudget(minutes=10)
+    monkeypatch.setattr(run_folder.time, "time", lambda: now[0])
+    budget = run_folder.TimeBudget(minutes=10)
     assert budget.lr_factor(step=4, warmup_steps=50) == pytest.approx(0.1)
     now[0] += 150  # a quarter of the budget
     assert budget.lr_factor(step=49, warmup_steps=50) == pytest.approx(0.75)

@@ -160,7 +160,7 @@ def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
         LakeshiftError: the split has no ``maps.jsonl`` or it lacks one of the records' ids.
     """
     from lakeshift.data.maps import load_maps
-    from lakeshift.models.train import _as_parts
+    from lakeshift.models.train import as_parts
 
     maps_file = sft.split_dir / "maps.jsonl"
     if not maps_file.is_file():
@@ -174,7 +174,7 @@ def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
             raise LakeshiftError(f"{sft.path}: id {rec['id']!r} is not in {maps_file}")
         row: dict[str, Any] = {"map_id": rec["id"], "map": json.dumps(by_id[rec["id"]], ensure_ascii=False)}
         if sft.input_format == "image":
-            row["prompt"] = _as_parts(prompt_turns(rec))
+            row["prompt"] = as_parts(prompt_turns(rec))
             row["images"] = load_images(sft.split_dir, rec)
         else:
             row["prompt"] = prompt_turns(rec)
@@ -374,17 +374,15 @@ def train_grpo(opts: GrpoOptions) -> Path:
     Raises:
         LakeshiftError: any bad input, before the model is loaded.
     """
-    from lakeshift.models.train import (
-        _check_resume,
-        _run_record,
-        _TimeBudget,
-        _write_run,
+    from lakeshift.models.run_folder import (
+        TimeBudget,
         already_finished,
-        budget_trainer_class,
-        exact_output_head,
-        lora_config,
+        check_resume,
+        run_record,
         train_and_save,
+        write_run,
     )
+    from lakeshift.models.train import budget_trainer_class, exact_output_head, lora_config
 
     out = Path(opts.out)
     # 1. Cheap checks.
@@ -431,7 +429,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
         "grad_accum": hp.grad_accum,
         "global_batch_size": hp.batch_size * hp.grad_accum * world,
     }
-    record = _run_record(opts, spec, sft, hp.to_json())  # type: ignore[arg-type]  # the fields it reads are shared
+    record = run_record(opts, opts.prompt, spec, sft, hp.to_json())
     record.update(
         method="grpo",
         rewards=weights,
@@ -448,13 +446,13 @@ def train_grpo(opts: GrpoOptions) -> Path:
         },
     )
     if opts.resume:
-        record = _check_resume(out, record)
+        record = check_resume(out, record)
         if already_finished(out):
             return out / "model"
     state.wait_for_everyone()
     out.mkdir(parents=True, exist_ok=True)
     if is_main:
-        _write_run(out, record)
+        write_run(out, record)
 
     # 2. Model (the prompts were built above).
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -468,7 +466,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    budget = _TimeBudget(hp.max_minutes, world) if hp.max_minutes else None
+    budget = TimeBudget(hp.max_minutes, world) if hp.max_minutes else None
     trainer_cls = GRPOTrainer if budget is None else budget_trainer_class(GRPOTrainer, budget)
     completions_log = out / (
         "completions.jsonl" if is_main else f"completions-rank{state.process_index}.jsonl"
