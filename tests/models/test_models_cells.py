@@ -870,7 +870,7 @@ def test_the_trainers_loss_and_token_accuracy_are_those_of_the_models_own_logits
     from trl import SFTConfig
 
     from lakeshift.models.registry import build_named
-    from lakeshift.models.train import _trainer_class
+    from lakeshift.models.trl_patches import sft_trainer_class
 
     torch.manual_seed(0)
     model, tokenizer = build_named(size, [])
@@ -879,7 +879,7 @@ def test_the_trainers_loss_and_token_accuracy_are_those_of_the_models_own_logits
     answer = "(1,1) (1,2) (2,2) (3,2) (3,3) \\boxed{RIGHT, DOWN}"
     args = SFTConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True, bf16=False)
     data = Dataset.from_list([{"prompt": prompt, "completion": answer}])
-    trainer = _trainer_class(None)(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer = sft_trainer_class(None)(model=model, args=args, train_dataset=data, processing_class=tokenizer)
     prompt_ids, answer_ids = tokenizer.encode(prompt), tokenizer.encode(answer)
     ids = torch.tensor([prompt_ids + answer_ids])
     labels = ids.clone()
@@ -901,7 +901,7 @@ def test_grpos_fused_log_probs_of_a_composed_model_are_its_tempered_logits() -> 
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
-    from lakeshift.models.train import exact_output_head
+    from lakeshift.models.trl_patches import exact_output_head
 
     model, tokenizer = _composed_model()
     model.eval()

@@ -14,7 +14,7 @@ from model_fixtures import generate_split
 
 from lakeshift.cli import main
 from lakeshift.models.registry import resolve_model
-from lakeshift.models.train import PRESETS, TrainOptions, resolve_hparams
+from lakeshift.models.train_options import PRESETS, TrainOptions, resolve_hparams
 
 pytestmark = pytest.mark.slow
 

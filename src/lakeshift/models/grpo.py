@@ -382,7 +382,8 @@ def train_grpo(opts: GrpoOptions) -> Path:
         train_and_save,
         write_run,
     )
-    from lakeshift.models.train import budget_trainer_class, exact_output_head, lora_config
+    from lakeshift.models.train import lora_config
+    from lakeshift.models.trl_patches import budget_trainer_class, exact_output_head
 
     out = Path(opts.out)
     # 1. Cheap checks.
