@@ -54,7 +54,7 @@ def build(args: argparse.Namespace, root: Path) -> tuple[Any, bool]:
     from lakeshift.models.data import load_sft
     from lakeshift.models.registry import build_named
     from lakeshift.models.tokenizer import message_texts
-    from lakeshift.models.train import cpu_has_bf16
+    from lakeshift.models.train_options import cpu_has_bf16
 
     generate(root, args)
     sft = load_sft(root, "id-train", "grid", args.cot, prompt=args.prompt)

@@ -119,7 +119,8 @@ def train_steps(model: Any, processor: Any, data: Path, cot: str, steps: int, de
 
     from lakeshift.models.data import load_sft
     from lakeshift.models.registry import ModelSpec, freeze_vision_tower
-    from lakeshift.models.train import TrainOptions, _rows, _sft_config, resolve_hparams
+    from lakeshift.models.train import sft_config, sft_rows
+    from lakeshift.models.train_options import TrainOptions, resolve_hparams
 
     cuda = device.startswith("cuda")
     sft = load_sft(data, "id-train", "image", cot, limit=steps)
@@ -127,14 +128,14 @@ def train_steps(model: Any, processor: Any, data: Path, cot: str, steps: int, de
     opts.max_steps, opts.gradient_checkpointing, opts.bf16, opts.logging_steps = steps, cuda, cuda, 1
     spec = ModelSpec("qwen2.5-vl-7b-shaped", "hub", None, vision=True, model_type=model.config.model_type)
     hp = resolve_hparams(opts, spec, cuda)
-    args = _sft_config(out, hp, len(sft.records), cuda)
+    args = sft_config(out, hp, len(sft.records), cuda)
     args.save_strategy = SaveStrategy.NO
     frozen = freeze_vision_tower(model)
     timer = step_timer(device)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     trainer = SFTTrainer(
-        model=model, args=args, train_dataset=Dataset.from_list(_rows(sft)), processing_class=processor
+        model=model, args=args, train_dataset=Dataset.from_list(sft_rows(sft)), processing_class=processor
     )
     trainer.add_callback(timer)
     trainer.remove_callback(PrinterCallback)

@@ -20,7 +20,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
 from lakeshift.models.pretrain import TRAIN_KEYS as PRETRAIN_KEYS
-from lakeshift.models.train import TrainOptions
+from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import check_config, from_values, option, options_of, to_argv
 from lakeshift.report.options import ReportOptions
 from lakeshift.studies.schema import (

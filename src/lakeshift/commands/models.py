@@ -16,7 +16,7 @@ from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.data import PROMPTS  # light: no torch
 from lakeshift.models.grpo import GrpoOptions  # light: no torch
 from lakeshift.models.predict import PredictOptions  # light: no torch
-from lakeshift.models.train import TrainOptions  # light: no torch
+from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import add_arguments, from_values, options_of
 from lakeshift.traces import COT_FORMATS
 

@@ -48,7 +48,7 @@ from lakeshift.models.generation import (
     PromptItem,
     preset_decoding,
 )
-from lakeshift.models.train import PROMPT_HELP, parse_sizes
+from lakeshift.models.train_options import PROMPT_HELP, parse_sizes
 from lakeshift.options import option
 from lakeshift.scoring import stale_data_message
 from lakeshift.traces import COT_FORMATS

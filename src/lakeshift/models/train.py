@@ -49,39 +49,14 @@ from lakeshift.models.run_folder import (
 )
 from lakeshift.models.tokenizer import TOKENIZERS, build_tokenizer, message_texts
 from lakeshift.models.train_options import (
-    NAMED_HELP,
-    PRESETS,
-    PROMPT_HELP,
     Hyperparameters,
     LoraSettings,
-    RunOptions,
     TrainOptions,
-    cpu_has_bf16,
-    default_bf16,
-    parse_cells,
-    parse_sizes,
     resolve_hparams,
 )
 from lakeshift.models.trl_patches import sft_trainer_class
 
-# The options and presets live in train_options (no ML library there); the command line and the study
-# planner import them from here as well.
-__all__ = [
-    "NAMED_HELP",
-    "PRESETS",
-    "PROMPT_HELP",
-    "RunOptions",
-    "TrainOptions",
-    "as_parts",
-    "check_max_length",
-    "cpu_has_bf16",
-    "default_bf16",
-    "lora_config",
-    "parse_cells",
-    "parse_sizes",
-    "resolve_hparams",
-    "train",
-]
+__all__ = ["as_parts", "check_max_length", "lora_config", "sft_config", "sft_rows", "train"]
 
 
 def as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -97,7 +72,7 @@ def as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _rows(sft: SftSet) -> list[dict[str, Any]]:
+def sft_rows(sft: SftSet) -> list[dict[str, Any]]:
     if sft.input_format == "image":
         return [
             {"messages": as_parts(r["messages"]), "images": load_images(sft.split_dir, r)}
@@ -106,7 +81,7 @@ def _rows(sft: SftSet) -> list[dict[str, Any]]:
     return [{"messages": r["messages"]} for r in sft.records]
 
 
-def _sft_config(out: Path, hp: Hyperparameters, n_records: int, cuda: bool) -> Any:
+def sft_config(out: Path, hp: Hyperparameters, n_records: int, cuda: bool) -> Any:
     from trl import SFTConfig
 
     steps_per_epoch = max(1, -(-n_records // (hp.batch_size * hp.grad_accum)))
@@ -223,8 +198,8 @@ def train(opts: TrainOptions) -> Path:
     budget = TimeBudget(hp.max_minutes, world) if hp.max_minutes else None
     trainer = sft_trainer_class(budget)(
         model=model,
-        args=_sft_config(out, hp, len(sft.records), cuda),
-        train_dataset=Dataset.from_list(_rows(sft)),
+        args=sft_config(out, hp, len(sft.records), cuda),
+        train_dataset=Dataset.from_list(sft_rows(sft)),
         processing_class=processing,
         peft_config=peft_config,
     )

@@ -14,7 +14,7 @@ from lakeshift.config import SourcedConfig
 from lakeshift.data.options import GenerateOptions
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
-from lakeshift.models.train import TrainOptions
+from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import to_argv
 from lakeshift.report.options import ReportOptions
 from lakeshift.studies import estimates

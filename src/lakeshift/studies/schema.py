@@ -18,7 +18,7 @@ from typing import Any
 from lakeshift.data.options import GenerateOptions
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
-from lakeshift.models.train import TrainOptions
+from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import config_keys, instance_of, option
 from lakeshift.report.options import ReportOptions
 

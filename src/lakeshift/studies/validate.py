@@ -17,7 +17,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
-from lakeshift.models.train import TrainOptions
+from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import check_config
 from lakeshift.report.options import ReportOptions
 from lakeshift.studies import estimates
