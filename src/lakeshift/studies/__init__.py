@@ -57,5 +57,6 @@ Layout: ``WORKDIR/data/`` (the suite), ``WORKDIR/models/<name>/`` (training runs
 from lakeshift.studies.plan import load_study, plan_study
 from lakeshift.studies.run import run_study
 from lakeshift.studies.stages import Stage, Study, code_identity
+from lakeshift.studies.validate import read_study_config
 
-__all__ = ["Stage", "Study", "code_identity", "load_study", "plan_study", "run_study"]
+__all__ = ["Stage", "Study", "code_identity", "load_study", "plan_study", "read_study_config", "run_study"]

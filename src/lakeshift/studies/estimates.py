@@ -69,17 +69,25 @@ def train_seconds(
     *,
     epochs: float | None,
     max_minutes: float | None,
+    max_steps: int | None = None,
+    examples_per_step: int | None = None,
     prompt: str = "mirage",
 ) -> float | None:
     """Estimated seconds of one training run over the maps ``groups`` (``(size, count)``): the time budget
-    if it ends the run first, else epochs of tokens at the model's measured rate; ``None``: unknown."""
+    if it ends the run first, else the tokens of ``max_steps`` steps of ``examples_per_step`` conversations
+    (when both are given; they override epochs, as in training) or of ``epochs`` passes, at the model's
+    measured rate; ``None``: unknown."""
     budget = max_minutes * 60 if max_minutes else None
     rate = TRAIN_TOKENS_PER_S.get(model)
-    by_epochs = None
-    if rate and epochs:
+    by_length = None
+    maps = sum(c for _, c in groups)
+    if rate and maps:
         chars = sum(c * conversation_chars(n, input_format, cot, prompt) for n, c in groups)
-        by_epochs = epochs * chars / CHARS_PER_TOKEN / rate
-    known = [s for s in (budget, by_epochs) if s is not None]
+        if max_steps and examples_per_step:
+            by_length = max_steps * examples_per_step * chars / maps / CHARS_PER_TOKEN / rate
+        elif epochs:
+            by_length = epochs * chars / CHARS_PER_TOKEN / rate
+    known = [s for s in (budget, by_length) if s is not None]
     return STAGE_OVERHEAD_S + min(known) if known else None
 
 

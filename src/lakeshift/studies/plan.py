@@ -215,6 +215,8 @@ def _train_stage(
         str(model_spec["model"]),
         epochs=tcfg.get("epochs"),
         max_minutes=tcfg.get("max_minutes"),
+        max_steps=tcfg.get("max_steps"),
+        examples_per_step=tcfg.get("batch_size", 0) * tcfg.get("grad_accum", 1),
         prompt=tcfg.get("prompt", "mirage"),
     )
     return stage

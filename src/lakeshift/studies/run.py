@@ -54,6 +54,7 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         if not todo:
             print("nothing to do: every stage is cached", file=out)
         return 0
+    started = time.time()
     at_once = study.concurrent(todo)
     for s in todo:
         if s in at_once:
@@ -77,6 +78,8 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
         return 0
     report = study.workdir / "report"
     print(f"\nreport: {report / 'report.html'}", file=out)
+    minutes, seconds = divmod(round(time.time() - started), 60)
+    print(f"study {study.name!r} took {minutes} min {seconds} s", file=out)
     return 0
 
 
