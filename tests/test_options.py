@@ -134,8 +134,8 @@ def test_which_options_each_config_may_set() -> None:
         "warmup_steps", "weight_decay", "limit", "lora",
     }  # fmt: skip
     assert set(PREDICT_KEYS) == {
-        "splits", "per_size", "limit", "backend", "batch_size", "max_new_tokens", "temperature", "base_url",
-        "api_key_env", "concurrency", "prompt", "decoding", "samples",
+        "splits", "per_size", "limit", "backend", "batch_size", "engine", "max_new_tokens", "temperature",
+        "base_url", "api_key_env", "concurrency", "prompt", "decoding", "samples",
     }  # fmt: skip
     assert set(DATA_KEYS) == {
         "suite", "splits", "seed", "id_source", "id_source_missing", "images", "workers", "inputs", "cots",

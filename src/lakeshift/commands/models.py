@@ -296,7 +296,7 @@ def _predict(args: argparse.Namespace) -> int:
     for option, value in (("--limit", args.limit), ("--per-size", args.per_size)):
         if value is not None and value < 1:
             raise LakeshiftError(f"{option} {value}: must be >= 1")
-    kwargs: dict[str, Any] = {"batch_size": args.batch_size}
+    kwargs: dict[str, Any] = {"batch_size": args.batch_size, "engine": args.engine}
     if args.backend == "openai":
         kwargs = {
             "base_url": args.base_url,

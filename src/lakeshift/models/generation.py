@@ -89,6 +89,11 @@ def preset_decoding(name: str, max_new_tokens: int | None) -> Decoding:
     return Decoding(max_new_tokens, temperature, top_p, seed, preset=name)
 
 
+#: How the ``hf`` backend decodes (:mod:`lakeshift.models.backends.hf`): ``continuous`` batching in slots
+#: (lakeshift's own text models and Qwen2), transformers ``generate`` (every model), or ``auto``: the first
+#: where it applies.
+ENGINES = ("auto", "continuous", "generate")
+
 Emit = Callable[[PromptItem, Generation], None]
 
 

@@ -42,6 +42,7 @@ from lakeshift.models import cells
 from lakeshift.models.data import PROMPTS, SftSet, load_sft, prompt_turns, reference_completion
 from lakeshift.models.generation import (
     DECODING_PRESETS,
+    ENGINES,
     Backend,
     Decoding,
     Generation,
@@ -123,7 +124,18 @@ class PredictOptions:
         study=True,
     )
     batch_size: int | None = option(
-        rule="positive_int", help="hf: prompts per generate call (default 32 CPU, 128 GPU)", study=True
+        rule="positive_int",
+        help="hf: prompts decoded at once (default: continuous, chosen from the model's size and the free "
+        "memory; generate, 32 CPU, 128 GPU)",
+        study=True,
+    )
+    engine: str = option(
+        "auto",
+        choices=ENGINES,
+        help="hf: continuous (continuous batching in slots: lakeshift's own text models and Qwen2), "
+        "generate (transformers generate, every model) or auto (continuous where it applies); the same "
+        "greedy answers",
+        study=True,
     )
     base_url: str = option("https://api.openai.com/v1", help="openai: endpoint base URL", study=True)
     api_key_env: str = option("OPENAI_API_KEY", help="openai: environment variable with the key", study=True)

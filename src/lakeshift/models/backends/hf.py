@@ -5,10 +5,14 @@ Prompts are sorted by length so each batch pads little; generation stops at the 
 preset passes only the settings it names to ``generate``, as the script it reproduces does, so the others
 come from the model's ``generation_config`` (transformers' defaults where it is silent, e.g. top-k 50).
 
-Text models generate with a static (preallocated) KV cache: the default dynamic cache grows by
-concatenation, copying the whole cache at every token, which dominates long CoT generations on CPU
-(benchmarks/log.md, "Notes on the numbers"). A model that refuses a static cache falls back to the
-dynamic one.
+Engines (``engine``): ``continuous`` (text models of the types in ``continuous.SUPPORTED``: lakeshift's own
+models and Qwen2 checkpoints) decodes in slots with continuous batching
+(:mod:`lakeshift.models.backends.continuous`): a finished row's slot takes the next prompt at once, the slot
+count is chosen from the model's size and the free memory, and the loop runs the model's ``forward`` only.
+``generate`` (every other model, image input included, or when asked) calls transformers ``generate`` on
+batches of prompts of similar length, with a static (preallocated) KV cache where the model accepts one
+(the default dynamic cache grows by concatenation, copying the whole cache at every token). ``auto``
+chooses ``continuous`` where it applies. Both give the same greedy answers.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.generation import Decoding, Emit, Generation, PromptItem, batched
+from lakeshift.models.backends import continuous
+from lakeshift.models.generation import ENGINES, Decoding, Emit, Generation, PromptItem, batched
 from lakeshift.models.registry import check_modality, load_model, load_processing, resolve_model, tokenizer_of
 from lakeshift.models.tokenizer import IM_END, encode_checked
 
-# Batches of 32 decode several times faster than batch 1 on 2 CPU cores; GPUs take far larger ones.
+# ``generate``'s batches: 32 decode several times faster than batch 1 on 2 CPU cores; GPUs take far larger.
 DEFAULT_BATCH_CPU = 32
 DEFAULT_BATCH_GPU = 128
 
@@ -31,12 +36,16 @@ class HFBackend:
 
     Args:
         model: a named run folder, checkpoint folder or hub id (resolved without loading weights).
-        batch_size: prompts per ``generate`` call (default 32 on CPU, 128 on GPU).
+        batch_size: prompts decoded at once: the slots of ``continuous`` (default: chosen from the model's
+            size and the free memory), the batch of ``generate`` (default 32 on CPU, 128 on GPU).
+        engine: ``auto``, ``continuous`` or ``generate`` (module doc).
     """
 
     name = "hf"
 
-    def __init__(self, model: str, batch_size: int | None = None, **_: Any) -> None:
+    def __init__(self, model: str, batch_size: int | None = None, engine: str = "auto", **_: Any) -> None:
+        if engine not in ENGINES:
+            raise LakeshiftError(f"--engine {engine}: unknown (choose from {', '.join(ENGINES)})")
         self.spec = resolve_model(model)
         if self.spec.kind == "named":
             raise LakeshiftError(
@@ -46,6 +55,7 @@ class HFBackend:
             )
         self.model_id = str(Path(model).resolve()) if Path(model).exists() else model
         self.batch_size = batch_size
+        self.engine = engine
         self._model: Any = None
         self._processing: Any = None
         self._static_cache = not self.spec.vision
@@ -68,8 +78,14 @@ class HFBackend:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        if self.batch_size is None:
-            self.batch_size = DEFAULT_BATCH_GPU if cuda else DEFAULT_BATCH_CPU
+        fits = not self.spec.vision and continuous.supports(self._model)
+        if self.engine == "continuous" and not fits:
+            raise LakeshiftError(
+                f"--engine continuous: {self.spec.name} is not a text model of the types "
+                f"{', '.join(continuous.SUPPORTED)}; use --engine generate"
+            )
+        if self.engine == "auto":
+            self.engine = "continuous" if fits else "generate"
 
     @property
     def tokenizer(self) -> Any:
@@ -132,16 +148,66 @@ class HFBackend:
             return self._model.generate(**enc, **kwargs)
 
     def run(self, items: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
-        import torch
-
         self._load()
-        tokenizer = self.tokenizer
-        stop = self.stop_ids()
         # Longest first: similar lengths share a batch, and memory trouble shows up at once, not at the end.
         lengths = {item.id: self.count_tokens(json_text(item)) for item in items}
         ordered = sorted(items, key=lambda it: -lengths[it.id])
+        if self.engine == "continuous":
+            self._run_continuous(ordered, decoding, emit)
+        else:
+            self._run_generate(ordered, decoding, emit)
+
+    def _answer(self, item: PromptItem, tokens: list[int], emit: Emit) -> None:
+        """Emits ``tokens`` cut after the first stop token."""
+        stop = set(self.stop_ids())
+        n, reason = len(tokens), "length"
+        for i, tok in enumerate(tokens):
+            if tok in stop:
+                n, reason = i + 1, "stop"
+                break
+        emit(item, Generation(self.tokenizer.decode(tokens[:n], skip_special_tokens=True), n, reason))
+
+    def _run_continuous(self, ordered: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
+        import torch
+
+        from lakeshift.data.bounds import available_memory
+        from lakeshift.models.cells import MODEL_TYPE, CellWalker
+
+        model = self._model
+        prompts = [self._encode(batch)["input_ids"][0].tolist() for batch in batched(ordered, 1)]
+        max_new = decoding.max_new_tokens or model.generation_config.max_new_tokens or 256
+        capacity = max((len(p) for p in prompts), default=0) + 2 * max_new
+        cuda = model.device.type == "cuda"
+        free = torch.cuda.mem_get_info()[0] if cuda else int(available_memory())
+        slots = self.batch_size or continuous.choose_slots(model, len(prompts), capacity, free, cuda)
+        new_walker = None
+        if model.config.model_type == MODEL_TYPE:
+            rule = model.model.embed_tokens.rule
+            new_walker = lambda: CellWalker(rule)  # noqa: E731
+        sampling = continuous.Sampling()
+        if not decoding.greedy:
+            # a preset leaves top-k to the model's generation defaults, as ``generate`` does
+            top_k = model.generation_config.top_k if decoding.preset is not None else None
+            sampling = continuous.Sampling(decoding.temperature, decoding.top_p, top_k, decoding.seed or 0)
+        continuous.decode(
+            model,
+            prompts,
+            max_new_tokens=max_new,
+            stop_ids=self.stop_ids(),
+            slots=slots,
+            sampling=sampling,
+            on_finished=lambda done: self._answer(ordered[done.index], done.tokens, emit),
+            new_walker=new_walker,
+        )
+
+    def _run_generate(self, ordered: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
+        import torch
+
+        tokenizer = self.tokenizer
+        stop = self.stop_ids()
         device = self._model.device
-        for index, batch in enumerate(batched(ordered, self.batch_size or DEFAULT_BATCH_CPU)):
+        batch_size = self.batch_size or (DEFAULT_BATCH_GPU if device.type == "cuda" else DEFAULT_BATCH_CPU)
+        for index, batch in enumerate(batched(ordered, batch_size)):
             enc = self._encode(batch).to(device)
             kwargs: dict[str, Any] = {
                 "max_new_tokens": decoding.max_new_tokens,
@@ -158,16 +224,8 @@ class HFBackend:
                 if decoding.preset is None:
                     kwargs["top_k"] = None  # plain temperature + top-p; a preset keeps the model's top-k
             out = self._generate(enc, kwargs)
-            new = out[:, enc["input_ids"].shape[1] :].tolist()
-            for item, tokens in zip(batch, new, strict=True):
-                n = len(tokens)
-                reason = "length"
-                for i, tok in enumerate(tokens):
-                    if tok in stop:
-                        n, reason = i + 1, "stop"
-                        break
-                text = tokenizer.decode(tokens[:n], skip_special_tokens=True)
-                emit(item, Generation(text, n, reason))
+            for item, tokens in zip(batch, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
+                self._answer(item, tokens, emit)
 
 
 def _is_cache_error(err: Exception) -> bool:
