@@ -1,106 +1,162 @@
-"""Prediction throughput of the ``hf`` backend: batched vs batch-1 generation (tokens/s, peak RSS).
+"""Prediction throughput of the ``hf`` backend: the ``generate`` engine (transformers ``generate`` in batches
+of 32, the CPU default before continuous batching) and the ``continuous`` engine side by side, in one run,
+on the same model and prompts, with the model's batched forward throughput as the compute bound.
 
-    python benchmarks/bench_predict.py [--model tiny] [--n 32] [--batch 32] [--new 64] [--prompt map-only]
+    python benchmarks/bench_predict.py --model RUN_DIR --data DATA [--split ood-dist] [--sizes 10]
+        [--n 128] [--new 400] [--fixed 256 1024]
 
-The prompts are a real test split of ``--n`` maps of sizes 5-6 written by ``lakeshift generate``. Uses a
-random-weights named model saved as a checkpoint (throughput does not depend on the weights; the random
-model never emits the stop token, so every prompt generates exactly --new tokens in both modes).
-Target: batched >= 5x batch 1.
+Workloads (each on both engines, in a fresh process each, one at a time):
+
+- ``answers``: the model's own answers to ``--n`` maps of ``--split`` (its input and CoT format from its
+  run.json), up to ``--new`` tokens: mixed lengths, where a batch of ``generate`` waits for its longest row;
+- ``fixed N``: the same prompts with the end of turn never reached (no stop token), every row ``N`` tokens:
+  the per-step cost alone, long traces included.
+
+Reported per run: tokens/s, maps/s, the greedy answers identical between the engines, and the ratio of
+decoding tokens/s to the forward throughput (one batched forward pass over rows of prompt + ``N`` tokens,
+the rows of the continuous engine's batch, at most :data:`FORWARD_ROWS` at a time).
+Targets: continuous >= 10x generate's maps/s on long traces; decoding >= 50% of the forward throughput.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+#: Rows per forward pass of the compute bound (more would only hold more attention scores at once).
+FORWARD_ROWS = 32
 
-def run(batch: int, args: argparse.Namespace) -> dict:
-    from lakeshift.cli import main
-    from lakeshift.models.backends.hf import HFBackend
+
+def load_prompts(args: argparse.Namespace) -> tuple[list, str, str]:
     from lakeshift.models.data import load_sft
-    from lakeshift.models.generation import Decoding
     from lakeshift.models.predict import items_from
-    from lakeshift.models.registry import build_named
-    from lakeshift.models.tokenizer import message_texts
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        argv = ["generate", "--out", str(root), "--split", "id-test", "--sizes", "5", "6"]
-        argv += ["--count", str(max(1, args.n // 2)), "--hole-prob", "0.2", "--no-images", "--no-progress"]
-        argv += ["--inputs", "grid", "--cots", "grid", "--workers", "1"]
-        if main(argv) != 0:
-            raise SystemExit("lakeshift generate failed")
-        sft = load_sft(root, "id-test", "grid", "grid", prompt=args.prompt)
-        model, tok = build_named(args.model, [t for r in sft.records for t in message_texts(r["messages"])])
-        model.save_pretrained(root / "ckpt")
-        tok.save_pretrained(root / "ckpt")
-        backend = HFBackend(str(root / "ckpt"), batch_size=batch)
-        backend._load()
-        items = items_from(sft)
-        tokens = 0
+    run = json.loads((Path(args.model) / "run.json").read_text())
+    hp = run.get("hparams", run)
+    input_format, cot = hp.get("input_format", "grid"), hp.get("cot_format", "none")
+    prompt = hp.get("prompt", "mirage")
+    sft = load_sft(
+        args.data, args.split, input_format, cot, sizes=args.sizes or None, limit=args.n, prompt=prompt
+    )
+    return items_from(sft), input_format, cot
 
-        def emit(item, gen):
-            nonlocal tokens
-            tokens += gen.n_output_tokens
 
-        start = time.perf_counter()
-        backend.run(items, Decoding(max_new_tokens=args.new), emit)
-        seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+def one(args: argparse.Namespace) -> dict:
+    """One engine on one workload, in this process."""
+    import torch
+
+    from lakeshift.models.backends.hf import HFBackend
+    from lakeshift.models.generation import Decoding
+
+    items, _, _ = load_prompts(args)
+    backend = HFBackend(args.model, engine=args.engine)
+    backend._load()
+    if args.fixed:
+        backend.stop_ids = lambda: [backend._model.config.vocab_size]  # an id no model emits
+    answers: dict[str, str] = {}
+    tokens = 0
+
+    def emit(item, gen) -> None:
+        nonlocal tokens
+        tokens += gen.n_output_tokens
+        answers[item.id] = gen.text
+
+    start = time.perf_counter()
+    backend.run(items, Decoding(max_new_tokens=args.fixed or args.new), emit)
+    seconds = time.perf_counter() - start
     return {
-        "batch": batch,
+        "engine": args.engine,
+        "batch": backend.batch_size,
+        "threads": torch.get_num_threads(),
+        "maps": len(items),
         "tokens": tokens,
         "seconds": seconds,
         "tokens_per_s": tokens / seconds,
-        "peak_gib": peak,
+        "maps_per_s": len(items) / seconds,
+        "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "answers": answers,
     }
+
+
+def forward_rate(args: argparse.Namespace, new: int) -> float:
+    """Tokens/s of full forward passes over :data:`FORWARD_ROWS` prompts extended to ``new`` more tokens."""
+    import torch
+
+    from lakeshift.models.backends.hf import HFBackend
+
+    items, _, _ = load_prompts(args)
+    backend = HFBackend(args.model, engine="generate")
+    backend._load()
+    prompts = [backend._encode([it])["input_ids"][0].tolist() for it in items[:FORWARD_ROWS]]
+    width = max(len(p) for p in prompts) + new
+    ids = torch.tensor([(p * (width // len(p) + 1))[:width] for p in prompts])
+    with torch.inference_mode():
+        backend._model(input_ids=ids[:2, :64])  # warm-up
+        start = time.perf_counter()
+        backend._model(input_ids=ids, use_cache=False)
+        seconds = time.perf_counter() - start
+    return ids.numel() / seconds
+
+
+def spawn(args: argparse.Namespace, **extra: object) -> dict:
+    cmd = [sys.executable, __file__, "--model", args.model, "--data", args.data, "--split", args.split]
+    cmd += ["--n", str(args.n), "--new", str(args.new)]
+    if args.sizes:
+        cmd += ["--sizes", *map(str, args.sizes)]
+    for key, value in extra.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    return json.loads(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="tiny")
-    parser.add_argument("--n", type=int, default=32)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--new", type=int, default=64)
-    parser.add_argument("--prompt", choices=("mirage", "map-only"), default="map-only")
-    parser.add_argument("--only", type=int)
+    parser.add_argument("--model", required=True, help="a run folder of lakeshift train")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--split", default="ood-dist")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10])
+    parser.add_argument("--n", type=int, default=128)
+    parser.add_argument("--new", type=int, default=400, help="the answers' token cap")
+    parser.add_argument("--fixed", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--engine", help=argparse.SUPPRESS)
+    parser.add_argument("--forward", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.only:
-        print(json.dumps(run(args.only, args)))
+    if args.forward is not None:
+        print(json.dumps({"tokens_per_s": forward_rate(args, args.forward)}))
         return
-    results = {}
-    for batch in (1, args.batch):
-        cmd = [
-            sys.executable,
-            __file__,
-            "--only",
-            str(batch),
-            "--model",
-            args.model,
-            "--n",
-            str(args.n),
-            "--new",
-            str(args.new),
-            "--prompt",
-            args.prompt,
-        ]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-        r = results[batch] = json.loads(out)
+    if args.engine:
+        args.fixed = args.fixed[0] or None
+        print(json.dumps(one(args)))
+        return
+    print(f"load {os.getloadavg()[0]:.2f}; {args.model}, {args.split} sizes {args.sizes}, {args.n} maps")
+    for fixed in [None, *args.fixed]:
+        name = f"fixed {fixed}" if fixed else f"answers (cap {args.new})"
+        runs = {}
+        for engine in ("generate", "continuous"):
+            runs[engine] = r = spawn(args, engine=engine, fixed=fixed or 0)
+            print(
+                f"{name:18} {engine:10} batch {r['batch']:>4}: {r['tokens']:>7} tokens in "
+                f"{r['seconds']:6.1f} s = {r['tokens_per_s']:7,.0f} tok/s, {r['maps_per_s']:6.2f} maps/s, "
+                f"peak {r['peak_gib']:.2f} GiB",
+                flush=True,
+            )
+        new = fixed or args.new
+        bound = spawn(args, forward=new, fixed=0)["tokens_per_s"]
+        gen, cont = runs["generate"], runs["continuous"]
+        same = sum(gen["answers"][k] == cont["answers"].get(k) for k in gen["answers"])
         print(
-            f"batch {batch:>3d}: {r['tokens']} tokens in {r['seconds']:.1f} s = "
-            f"{r['tokens_per_s']:,.0f} tok/s, "
-            f"peak RSS {r['peak_gib']:.2f} GiB"
+            f"{name:18} continuous / generate: {cont['maps_per_s'] / gen['maps_per_s']:.1f}x maps/s; "
+            f"forward {bound:,.0f} tok/s: generate {gen['tokens_per_s'] / bound:.0%}, continuous "
+            f"{cont['tokens_per_s'] / bound:.0%}; identical answers {same}/{len(gen['answers'])}",
+            flush=True,
         )
-    print(
-        f"batched / batch-1 = {results[args.batch]['tokens_per_s'] / results[1]['tokens_per_s']:.1f}x "
-        "(target >= 5x)"
-    )
+    print(f"load {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
