@@ -117,11 +117,47 @@ def test_mockllm_scores_equal_lakeshift_score_and_metrics_group_by_size_and_d_in
     metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
     by: dict[str, list[bool]] = defaultdict(list)
     for rec in expected.values():
-        by[f"size={rec['size']}"].append(rec["success"])
-        by[f"d_inf={rec['d_inf']}"].append(rec["success"])
+        by[f"{rec['size']}x{rec['size']} maps"].append(rec["success"])
+        by[f"d_inf {rec['d_inf']} maps"].append(rec["success"])
     assert metrics["accuracy"] == pytest.approx(sum(r["success"] for r in expected.values()) / len(expected))
     for name, successes in by.items():
-        assert metrics[name] == pytest.approx(sum(successes) / len(successes)), name
+        full = f"{name} (n={len(successes)})"
+        assert metrics[full] == pytest.approx(sum(successes) / len(successes)), full
+
+
+def _metric_names(log) -> list[str]:
+    return [name for s in log.results.scores for name in s.metrics if name not in ("accuracy", "stderr")]
+
+
+def test_group_metrics_are_named_for_inspects_viewer_sorted_and_counted(data, tmp_path):
+    """inspect's viewer strips trailing digits from a grouped metric's names (``size=7`` shows as ``size=``):
+    no group name ends in a digit, each carries its number of maps, and the groups come in increasing
+    order; the metrics keep the parameters the viewer groups them by."""
+    outputs = _fixed_outputs(data)
+    task = frozenlake(split="id-test", input="grid", cot="grid", data=str(data))
+    [log] = inspect_eval(task, model=_mock(data, outputs), log_dir=str(tmp_path / "logs"), display="none")
+    names = _metric_names(log)
+    assert names and not any(name[-1].isdigit() for name in names)
+    records = list(_lakeshift_scores(data, outputs, tmp_path).values())
+    sizes = sorted({r["size"] for r in records})
+    d_infs = sorted({r["d_inf"] for r in records})
+    count = lambda key, value: sum(r[key] == value for r in records)  # noqa: E731
+    assert names == [f"{n}x{n} maps (n={count('size', n)})" for n in sizes] + [
+        f"d_inf {d} maps (n={count('d_inf', d)})" for d in d_infs
+    ]
+    params = [m.params for s in log.results.scores for m in s.metrics.values() if m.params]
+    assert all(p["group_key"] in ("size", "d_inf") and p["metric"]["name"] == "accuracy" for p in params)
+
+
+def test_limit_takes_every_size_alike(data, tmp_path):
+    """Samples take turns by size, so inspect's ``--limit`` evaluates every size, not the smallest alone."""
+    outputs = _fixed_outputs(data)
+    task = frozenlake(split="id-test", input="grid", cot="grid", data=str(data))
+    [log] = inspect_eval(
+        task, model=_mock(data, outputs), log_dir=str(tmp_path / "logs"), display="none", limit=4
+    )
+    assert sorted(s.metadata["size"] for s in log.samples) == [3, 3, 4, 4]
+    assert _metric_names(log)[:2] == ["3x3 maps (n=2)", "4x4 maps (n=2)"]
 
 
 def test_images_are_content_images_of_the_split_pngs(data):
@@ -177,6 +213,37 @@ def test_bad_task_arguments_are_one_clear_error(data):
         frozenlake(data=str(data), split="ood-moon")
 
 
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("samples=0", "-T samples=0: must be an integer >= 1, got 0"),
+        ("samples=-2", "-T samples=-2: must be an integer >= 1, got -2"),
+        ("per_size=0", "-T per_size=0: must be an integer >= 1, got 0"),
+        ("seed=-1", "-T seed=-1: must be an integer in [0, 2**32), got -1"),
+        ("per_size=abc", "-T per_size=abc: expected an integer, got str 'abc'"),
+        ("samples=1.5", "-T samples=1.5: expected an integer, got float 1.5"),
+        ("input=photo", "-T input=photo: unknown (choose from image, desc, table, grid)"),
+        ("prompt=short", "-T prompt=short: unknown (choose from mirage, map-only)"),
+        (
+            "spilt=ood-dist",
+            "-T spilt=ood-dist: not an argument of lakeshift/frozenlake (did you mean split?)",
+        ),
+        ("colour=blue", "-T colour=blue: not an argument of lakeshift/frozenlake (see docs/harnesses.md)"),
+    ],
+)
+def test_task_arguments_are_checked_as_the_cli_checks_its_options(data, tmp_path, argument, message):
+    """Through inspect's ``eval`` with the task's registered name, as ``-T`` reaches it: a bad number is
+    refused with the rule the CLI applies to the same option, a misspelt name is refused instead of being
+    dropped with a warning."""
+    name, value = argument.split("=", 1)
+    parsed = {"0": 0, "-2": -2, "-1": -1, "1.5": 1.5}.get(value, value)
+    task_args = {"data": str(data), "cot": "grid", name: parsed}
+    with pytest.raises(LakeshiftError) as err:
+        inspect_eval("lakeshift/frozenlake", task_args=task_args, model="mockllm/model", display="none",
+                     log_dir=str(tmp_path / "logs"))  # fmt: skip
+    assert str(err.value).startswith(message)
+
+
 def test_a_bad_task_argument_is_one_line_in_inspects_cli(tmp_path):
     cli = [sys.executable, "-m", "inspect_ai", "eval", "lakeshift/frozenlake", "-T", "decoding=beam"]
     cli += ["--model", "mockllm/model", "--log-dir", str(tmp_path)]
@@ -186,6 +253,28 @@ def test_a_bad_task_argument_is_one_line_in_inspects_cli(tmp_path):
     assert printed == "-T decoding=beam: unknown (choose from greedy, frozen_ood)"
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["per_size=abc"], "-T per_size=abc: expected an integer, got str 'abc'"),
+        (["samples=0"], "-T samples=0: must be an integer >= 1, got 0"),
+        (
+            ["splt=ood-dist"],
+            "-T splt=ood-dist: not an argument of lakeshift/frozenlake (did you mean split?)",
+        ),
+    ],
+)
+def test_bad_numbers_and_unknown_names_are_one_line_in_inspects_cli(tmp_path, arguments, message):
+    cli = [sys.executable, "-m", "inspect_ai", "eval", "lakeshift/frozenlake"]
+    for argument in arguments:
+        cli += ["-T", argument]
+    cli += ["--model", "mockllm/model", "--log-dir", str(tmp_path)]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    printed = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode != 0 and "Traceback" not in printed
+    assert len(printed.splitlines()) == 1 and printed.startswith(message), printed
+
+
 def test_without_data_the_task_generates_the_suites_split(tmp_path, monkeypatch):
     monkeypatch.setenv("LAKESHIFT_CACHE", str(tmp_path / "cache"))
     task = frozenlake(split="ood-dist", input="grid", cot="none", suite="tiny", seed=3)
@@ -193,9 +282,10 @@ def test_without_data_the_task_generates_the_suites_split(tmp_path, monkeypatch)
         main(["generate", "--suite", "tiny", "--seed", "3", "--out", str(tmp_path / "g"), "--no-images"]) == 0
     )
     maps = [json.loads(x) for x in (tmp_path / "g" / "ood-dist" / "maps.jsonl").read_text().splitlines()]
-    assert [s.id for s in task.dataset] == [m["id"] for m in maps]
-    sft = (tmp_path / "g" / "ood-dist" / "sft" / "grid__none.jsonl").read_text().splitlines()
-    assert [s.input[-1].text for s in task.dataset] == [json.loads(x)["messages"][1]["content"] for x in sft]
+    assert sorted(s.id for s in task.dataset) == sorted(m["id"] for m in maps)
+    sft = map(json.loads, (tmp_path / "g" / "ood-dist" / "sft" / "grid__none.jsonl").read_text().splitlines())
+    prompts = {r["id"]: r["messages"][1]["content"] for r in sft}
+    assert all(s.input[-1].text == prompts[s.id] for s in task.dataset)
     assert all(s.metadata["d_inf"] >= 6 for s in task.dataset)
 
 

@@ -210,3 +210,16 @@ def test_importing_again_keeps_one_registration() -> None:
     importlib.reload(lakeshift_rg)
     assert reasoning_gym.factory.DATASETS[NAME][0].__name__ == "FrozenLakeDataset"
     assert reasoning_gym.create_dataset(NAME, seed=1, size=1)[0]["answer"].startswith("\\boxed{")
+
+
+@pytest.mark.parametrize(
+    "entry", [None, {"question": "q", "answer": "a"}, {"metadata": {}}, {"metadata": None}, "an entry"]
+)
+def test_scoring_against_what_is_not_an_entry_is_one_clear_error(entry) -> None:
+    """An entry of another dataset, or none, is named in a LakeshiftError (never a TypeError or KeyError),
+    by the dataset's ``score_answer`` and by reasoning-gym's ``get_score_answer_fn`` alike."""
+    data = reasoning_gym.create_dataset(NAME, seed=1, size=1)
+    score_fn = reasoning_gym.get_score_answer_fn(NAME)
+    for score in (data.score_answer, score_fn):
+        with pytest.raises(LakeshiftError, match="score_answer needs an entry of this dataset"):
+            score(data[0]["answer"], entry)

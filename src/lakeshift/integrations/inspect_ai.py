@@ -7,14 +7,16 @@ entry-point group, so that::
 
 Samples
 -------
-One sample per map of a split, in file order, with the prompts ``lakeshift predict`` sends (the system turn
-and the user turn of ``<split>/sft/<input>__<cot>.jsonl``, images as :class:`~inspect_ai.model.ContentImage`
-PNG data URLs). They come from ``data`` (a folder written by ``lakeshift generate``) or, without it, from
-lakeshift's generator: the ``suite``'s split (``paper`` or ``tiny``) with ``seed`` is generated once into
-``$LAKESHIFT_CACHE/inspect/`` (default ``~/.cache/lakeshift/inspect/``), the same maps as
-``lakeshift generate --suite SUITE --seed SEED``. ``per_size`` keeps the first N maps of each size. Each
-sample's ``id`` is the map id, its ``target`` the optimal plan (``\\boxed{RIGHT, DOWN}``) and its metadata
-the map's ``size``, ``d_inf``, ``optimal_length``, ``split``, ``input_format`` and ``cot_format``.
+One sample per map of a split, the sizes taking turns (:func:`interleave_sizes`), with the prompts
+``lakeshift predict`` sends (the system turn and the user turn of ``<split>/sft/<input>__<cot>.jsonl``,
+images as :class:`~inspect_ai.model.ContentImage` PNG data URLs). They come from ``data`` (a folder
+written by ``lakeshift generate``) or, without it, from lakeshift's generator: the ``suite``'s split
+(``paper`` or ``tiny``) with ``seed`` is generated once into ``$LAKESHIFT_CACHE/inspect/`` (default
+``~/.cache/lakeshift/inspect/``), the same maps as ``lakeshift generate --suite SUITE --seed SEED``.
+``per_size`` keeps the first N maps of each size. The ``-T`` arguments are checked as the CLI checks
+its options (:func:`check_task_arguments`). Each sample's ``id`` is the map id, its ``target`` the
+optimal plan (``\\boxed{RIGHT, DOWN}``) and its metadata the map's ``size``, ``d_inf``,
+``optimal_length``, ``split``, ``input_format`` and ``cot_format``.
 
 Scoring
 -------
@@ -22,7 +24,8 @@ Scoring
 ``lakeshift score --compat``): the value is 1.0 for ``success`` else 0.0, the answer the simulated plan,
 the explanation the verdict, and the metadata the scored record (``progress``, ``fell_at``, ...; the CoT
 faithfulness fields ``trace_*`` for traced formats). Metrics: accuracy with its standard error, and
-accuracy grouped by map size (``size=7``) and by start-goal distance (``d_inf=6``).
+accuracy grouped by map size and by start-goal distance (:func:`map_groups`: ``7x7 maps (n=25)``,
+``d_inf 6 maps (n=25)``, in increasing order).
 
 Decoding and repeated samples
 -----------------------------
@@ -42,15 +45,18 @@ Epoch ``e`` asks with the run's seed plus ``e - 1`` (:func:`epoch_seeded_generat
 from __future__ import annotations
 
 import base64
+import difflib
 import os
 from pathlib import Path
 from typing import Any
 
+from lakeshift.config import number_problem
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.data import load_sft, prompt_turns
+from lakeshift.formats import INPUT_FORMATS
+from lakeshift.models.data import PROMPTS, load_sft, prompt_turns
 from lakeshift.models.generation import DECODING_PRESETS
 from lakeshift.scoring import COMPAT_MODES, load_scoring_maps, majority_index, score_output
-from lakeshift.traces import boxed
+from lakeshift.traces import COT_FORMATS, boxed
 
 try:
     from inspect_ai import Epochs, Task, task
@@ -65,12 +71,15 @@ try:
         GenerateConfig,
     )
     from inspect_ai.scorer import (
+        Metric,
+        SampleScore,
         Score,
         Scorer,
         ScoreReducer,
         Target,
+        Value,
         accuracy,
-        grouped,
+        metric,
         score_reducer,
         scorer,
         stderr,
@@ -183,6 +192,22 @@ def _messages(record: dict[str, Any], split_dir: Path) -> list[ChatMessage]:
     return out
 
 
+def interleave_sizes(records: list[dict[str, Any]], maps: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records with the sizes taking turns (smallest first, each size in file order), so that the first
+    N samples (inspect's ``--limit N``) hold every size alike instead of the smallest size alone."""
+    by_size: dict[int, list[dict[str, Any]]] = {}
+    for record in records:
+        sm = maps.get(record["id"])
+        by_size.setdefault(sm.map.size if sm is not None else -1, []).append(record)
+    groups = [by_size[size] for size in sorted(by_size)]
+    return [
+        group[rank]
+        for rank in range(max(map(len, groups), default=0))
+        for group in groups
+        if rank < len(group)
+    ]
+
+
 def frozenlake_samples(
     data: str | Path,
     split: str,
@@ -203,7 +228,7 @@ def frozenlake_samples(
     )
     maps = load_scoring_maps(sft.split_dir / "maps.jsonl")
     samples = []
-    for record in sft.records:
+    for record in interleave_sizes(sft.records, maps):
         sm = maps.get(record["id"])
         if sm is None:
             raise LakeshiftError(f"{sft.path}: id {record['id']!r} is not in {sft.split_dir / 'maps.jsonl'}")
@@ -226,14 +251,34 @@ def frozenlake_samples(
     return samples
 
 
-@scorer(
-    metrics=[
-        accuracy(),
-        stderr(),
-        grouped(accuracy(), "size", all=False, name_template="size={group_name}"),
-        grouped(accuracy(), "d_inf", all=False, name_template="d_inf={group_name}"),
-    ]
-)
+#: How :func:`map_groups` names a group: inspect's viewer strips trailing digits from the names of a
+#: grouped metric, so no name ends in one.
+GROUP_LABELS = {"size": "{value}x{value} maps (n={n})", "d_inf": "d_inf {value} maps (n={n})"}
+
+
+@metric
+def map_groups(metric: Metric, group_key: str) -> Metric:
+    """``metric`` per value of the sample metadata's ``group_key`` (``size`` or ``d_inf``), in increasing
+    order, each named with its value and number of samples (:data:`GROUP_LABELS`: ``7x7 maps (n=25)``).
+
+    ``metric`` and ``group_key`` are the parameters inspect's viewer reads to show the groups together.
+    """
+    label = GROUP_LABELS[group_key]
+
+    def compute(scores: list[SampleScore]) -> Value:
+        groups: dict[Any, list[SampleScore]] = {}
+        for score in scores:
+            value = (score.sample_metadata or {}).get(group_key)
+            groups.setdefault(value, []).append(score)
+        return {
+            label.format(value=value, n=len(members)): metric(members)
+            for value, members in sorted(groups.items(), key=lambda item: item[0])
+        }
+
+    return compute
+
+
+@scorer(metrics=[accuracy(), stderr(), map_groups(accuracy(), "size"), map_groups(accuracy(), "d_inf")])
 def frozenlake_scorer(maps: str, cot: str, compat: str | None = None, check_trace: bool = True) -> Scorer:
     """lakeshift's verdict on a completion (see the module docstring).
 
@@ -297,6 +342,47 @@ def epoch_seeded_generate(seed: int | None = None) -> Solver:
     return solve
 
 
+#: The rule (:data:`lakeshift.config.NUMBER_RULES`) of each numeric ``-T`` argument, as the CLI checks the
+#: option of the same meaning.
+TASK_NUMBER_RULES = {"seed": "seed", "per_size": "positive_int", "samples": "positive_int"}
+
+
+def check_task_arguments(args: dict[str, Any], unknown: dict[str, Any]) -> None:
+    """Refuses what ``lakeshift predict`` would refuse on its command line, as one line naming the ``-T``.
+
+    Raises:
+        LakeshiftError: an unknown argument name, a number outside its rule (``samples=0``, ``seed=-1``,
+            ``per_size=abc``), or a name argument that is not one of its choices.
+    """
+    if unknown:
+        name = sorted(unknown)[0]
+        close = difflib.get_close_matches(name, list(args), n=1)
+        hint = f"did you mean {close[0]}?" if close else "see docs/harnesses.md"
+        raise LakeshiftError(f"-T {name}={unknown[name]}: not an argument of lakeshift/frozenlake ({hint})")
+    for name, rule in TASK_NUMBER_RULES.items():
+        value = args[name]
+        if value is None and name == "per_size":
+            continue
+        problem = number_problem(value, rule)
+        if problem:
+            raise LakeshiftError(f"-T {name}={value}: {problem}")
+    choices = {
+        "input": INPUT_FORMATS,
+        "cot": COT_FORMATS,
+        "prompt": PROMPTS,
+        "decoding": tuple(DECODING_PRESETS),
+        "suite": GENERATED_SUITES,
+    }
+    for name, allowed in choices.items():
+        if args[name] not in allowed:
+            raise LakeshiftError(f"-T {name}={args[name]}: unknown (choose from {', '.join(allowed)})")
+    if args["compat"] not in COMPAT_MODES:
+        raise LakeshiftError(f"-T compat={args['compat']}: unknown (choose from frozen_ood, vsp)")
+    for name in ("split", "data"):
+        if args[name] is not None and not isinstance(args[name], str):
+            raise LakeshiftError(f"-T {name}={args[name]}: expected a name, got {type(args[name]).__name__}")
+
+
 @task
 def frozenlake(
     split: str = "id-test",
@@ -310,6 +396,7 @@ def frozenlake(
     compat: str | None = None,
     decoding: str = "greedy",
     samples: int = 1,
+    **unknown: Any,
 ) -> Task:
     """FrozenLake planning on one split, input format and CoT format of lakeshift (see the module docstring).
 
@@ -325,8 +412,14 @@ def frozenlake(
         compat: Extraction mode: ``frozen_ood`` (the paper's evaluator) or ``vsp``; default lakeshift's.
         decoding: A decoding preset: ``greedy`` or ``frozen_ood``.
         samples: Answers per map (epochs), reduced to mean, pass@k (max) and maj@k (plan majority).
+        unknown: Refused: inspect would otherwise drop a misspelt ``-T`` with a warning and run the default.
     """
+    args = {
+        "split": split, "input": input, "cot": cot, "data": data, "suite": suite, "seed": seed,
+        "prompt": prompt, "per_size": per_size, "compat": compat, "decoding": decoding, "samples": samples,
+    }  # fmt: skip
     try:
+        check_task_arguments(args, unknown)
         return _frozenlake_task(
             split, input, cot, data, suite, seed, prompt, per_size, compat, decoding, samples
         )
@@ -347,10 +440,6 @@ def _frozenlake_task(
     decoding: str,
     samples: int,
 ) -> Task:
-    if decoding not in DECODING_PRESETS:
-        raise LakeshiftError(f"-T decoding={decoding}: unknown (choose from {', '.join(DECODING_PRESETS)})")
-    if compat not in COMPAT_MODES:
-        raise LakeshiftError(f"-T compat={compat}: unknown (choose from frozen_ood, vsp)")
     temperature, top_p, decoding_seed = DECODING_PRESETS[decoding]
     if samples > 1 and temperature == 0:
         raise LakeshiftError(

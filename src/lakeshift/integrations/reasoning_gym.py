@@ -75,6 +75,12 @@ FAILURE_CREDIT = 0.5
 GRID_SIZE_LEVELS: tuple[int, ...] = (3, 4, 5, 6, 7, 8, 9, 10)
 
 
+def _describe(entry: Any) -> str:
+    if isinstance(entry, Mapping):
+        return f"a mapping with keys {sorted(map(str, entry))}"
+    return repr(entry) if entry is None else type(entry).__name__
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -167,10 +173,20 @@ class FrozenLakeDataset(ProceduralDataset):
         }
 
     def score_answer(self, answer: str | None, entry: Mapping[str, Any]) -> float:
-        """The reward of ``answer`` on ``entry``'s map (module docstring, "Scoring")."""
+        """The reward of ``answer`` on ``entry``'s map (module docstring, "Scoring").
+
+        Raises:
+            LakeshiftError: ``entry`` is not an entry of this dataset (``None``, or without ``metadata.map``):
+                a reward of 0.0 would train on nothing without saying so.
+        """
+        metadata = entry.get("metadata") if isinstance(entry, Mapping) else None
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("map"), Mapping):
+            raise LakeshiftError(
+                f"{DATASET_NAME}: score_answer needs an entry of this dataset (a mapping whose metadata "
+                f"holds the map), got {_describe(entry)}"
+            )
         if not isinstance(answer, str) or not answer.strip():
             return 0.0
-        metadata = entry["metadata"]
         sm = scoring_map(metadata["map"], f"{DATASET_NAME} entry {metadata.get('source_index')}")
         text = answer if BOXED in answer else BOXED + answer + "}"
         scored = score_output(sm, text, check_trace=False)
