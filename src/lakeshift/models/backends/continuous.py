@@ -38,8 +38,15 @@ SUPPORTED = ("qwen2", "lakeshift_cells")
 #: The most slots on a CPU: larger batches of a small model gain little more tokens/s per core there.
 MAX_SLOTS_CPU = 256
 MAX_SLOTS_GPU = 1024
+#: Prompts prefilled in one forward pass (their attention scores are held at once).
+PREFILL_ROWS = 64
 #: Share of the free memory the cache may take when the slot count is chosen.
 CACHE_MEMORY_SHARE = 0.25
+#: The attention function the loop registers with transformers (``AttentionInterface``) for an ``sdpa``
+#: model: SDPA with grouped-query attention done by the kernel. transformers' own ``sdpa`` copies every key
+#: and value once per query head group when a mask is given (``repeat_kv``), which at long cache lengths
+#: costs more than the attention itself; the results are the same.
+ATTENTION = "lakeshift_slots_sdpa"
 
 
 @dataclass(frozen=True)
@@ -169,8 +176,34 @@ def decode(
     state = _Slots(slots, max_new_tokens, longest, device)
     choose = _chooser(sampling, device)
     stops = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
+    attention = model.config._attn_implementation
+    if attention == "sdpa":
+        _register_attention()
+        model.config._attn_implementation = ATTENTION
+    try:
+        with torch.inference_mode():
+            _loop(model, prompts, cache, state, choose, stops, new_walker, on_finished, max_new_tokens)
+    finally:
+        model.config._attn_implementation = attention
+
+
+def _loop(
+    model: Any,
+    prompts: Sequence[list[int]],
+    cache: SlotCache,
+    state: _Slots,
+    choose: Callable[[Any], Any],
+    stops: Any,
+    new_walker: Walker | None,
+    on_finished: Callable[[Finished], None],
+    max_new_tokens: int,
+) -> None:
+    """:func:`decode`'s loop: admit waiting prompts into free slots, else decode one step of every slot."""
+    import torch
+
+    device = state.device
     waiting = deque(range(len(prompts)))
-    walkers: list[Any] = [None] * slots
+    walkers: list[Any] = [None] * len(state.request)
 
     def finish(slot: int, reason: str) -> None:
         n = int(state.counts[slot])
@@ -189,27 +222,26 @@ def decode(
         for i in torch.nonzero(stopped | full).flatten().tolist():
             finish(rows[i], "stop" if bool(stopped[i]) else "length")
 
-    with torch.inference_mode():
-        while waiting or state.any_live():
-            free = state.free_slots()
-            if waiting and free:
-                admitted = [(slot, waiting.popleft()) for slot in free[: len(waiting)]]
-                for slot, _ in admitted:
-                    walkers[slot] = new_walker() if new_walker is not None else None
-                logits = _prefill(model, cache, state, admitted, prompts, walkers)
-                settle([slot for slot, _ in admitted], choose(logits))
-                continue  # admit again before decoding: a slot that ended at once is free again
-            if not waiting and state.sparse():
-                keep = state.live_slots()
-                cache.keep(torch.tensor(keep, dtype=torch.long, device=device))
-                state.keep(keep)
-                walkers = [walkers[s] for s in keep]
-            if state.t >= capacity:
-                shift = state.compact()
-                cache.move_left(shift, state.t)
-            logits = _step(model, cache, state, walkers)
-            live = state.live_slots()
-            settle(live, choose(logits[live]))
+    while waiting or state.any_live():
+        free = state.free_slots()
+        if waiting and free:
+            admitted = [(slot, waiting.popleft()) for slot in free[: min(len(waiting), PREFILL_ROWS)]]
+            for slot, _ in admitted:
+                walkers[slot] = new_walker() if new_walker is not None else None
+            logits = _prefill(model, cache, state, admitted, prompts, walkers)
+            settle([slot for slot, _ in admitted], choose(logits))
+            continue  # admit again before decoding: a slot that ended at once is free again
+        if not waiting and state.sparse():
+            keep = state.live_slots()
+            cache.keep(torch.tensor(keep, dtype=torch.long, device=device))
+            state.keep(keep)
+            walkers = [walkers[s] for s in keep]
+        if state.t >= cache.capacity:
+            shift = state.compact()
+            cache.move_left(shift, state.t)
+        logits = _step(model, cache, state, walkers)
+        live = state.live_slots()
+        settle(live, choose(logits[live]))
 
 
 class _Slots:
@@ -392,3 +424,21 @@ def _chooser(sampling: Sampling, device: Any) -> Callable[[Any], Any]:
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
     return draw
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTENTION, _sdpa_grouped)
+
+
+def _sdpa_grouped(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None, **_: Any
+) -> tuple[Any, None]:
+    """transformers' attention-function signature: SDPA, grouped-query heads left to the kernel."""
+    import torch
+
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
+    )
+    return out.transpose(1, 2).contiguous(), None
