@@ -366,3 +366,55 @@ def test_the_inspect_cli_with_a_local_hf_model_scores_as_lakeshift_score(data, t
     expected = _lakeshift_scores(data, outputs, tmp_path)
     for sample in log["samples"]:
         assert sample["scores"]["frozenlake_scorer"]["explanation"] == expected[sample["id"]]["verdict"]
+
+
+@pytest.mark.slow
+def test_the_lakeshift_provider_answers_as_lakeshift_predict_offline_from_inspects_cli(data, tmp_path):
+    """``inspect eval lakeshift/frozenlake --model lakeshift/RUN`` on a cells model trained here: inspect's
+    CLI, started as a user would, with the hub unreachable (any request would fail or retry), gives per map
+    the output ``lakeshift predict`` gives the same run folder, greedy, and the verdicts ``lakeshift score``
+    gives those outputs."""
+    run = tmp_path / "run"
+    train = ["train", "--data", str(data), "--split", "id-test", "--input", "grid", "--cot", "grid"]
+    train += ["--model", "micro-cells", "--prompt", "map-only", "--max-steps", "60", "--out", str(run)]
+    assert main(train) == 0
+    preds = tmp_path / "predict.jsonl"
+    predict = ["predict", "--model", str(run), "--data", str(data), "--split", "id-test"]
+    assert main([*predict, "--max-new-tokens", "32", "--out", str(preds)]) == 0
+    expected = {r["id"]: r["output"] for r in map(json.loads, preds.read_text().splitlines())}
+
+    log_dir = tmp_path / "logs"
+    argv = ["eval", "lakeshift/frozenlake", "-T", f"data={data}", "-T", "cot=grid", "-T", "prompt=map-only"]
+    argv += ["--model", f"lakeshift/{run}", "--max-tokens", "32"]
+    argv += ["--log-dir", str(log_dir), "--log-format", "json", "--display", "none"]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_LEAKED_ENV) and k not in _LEAKED_ENV_EXACT and k != "HF_HUB_OFFLINE"
+    }
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: a hub request could not succeed
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    cli = [sys.executable, "-m", "inspect_ai", *argv]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=600, check=False, cwd=workdir, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [log_file] = log_dir.glob("*.json")
+    log = json.loads(log_file.read_text())
+    assert log["status"] == "success", json.dumps(log.get("error"))[-3000:]
+    assert log["plan"]["config"]["temperature"] == 0.0
+    outputs = {s["id"]: s["output"]["choices"][0]["message"]["content"] for s in log["samples"]}
+    assert outputs == expected
+    assert len(set(outputs.values())) > 1  # the maps got different answers: the prompts reached the model
+    verdicts = _lakeshift_scores(data, outputs, tmp_path)
+    for sample in log["samples"]:
+        assert sample["scores"]["frozenlake_scorer"]["explanation"] == verdicts[sample["id"]]["verdict"]
+
+
+def test_a_model_the_provider_cannot_load_is_one_line_in_inspects_cli(tmp_path):
+    cli = [sys.executable, "-m", "inspect_ai", "eval", "lakeshift/frozenlake", "-T", "suite=tiny"]
+    cli += ["--model", f"lakeshift/{tmp_path / 'no-such-run'}", "--log-dir", str(tmp_path / "logs")]
+    env = {**os.environ, "LAKESHIFT_CACHE": str(tmp_path / "cache"), "COLUMNS": "300"}
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False, env=env)
+    printed = (proc.stdout + proc.stderr).strip()
+    assert "Traceback" not in printed
+    assert printed.startswith(f"--model lakeshift/{tmp_path / 'no-such-run'}: unknown model"), printed

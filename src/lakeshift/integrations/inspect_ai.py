@@ -4,6 +4,9 @@ Installed with ``pip install 'lakeshift[inspect]'``, which registers this module
 entry-point group, so that::
 
     inspect eval lakeshift/frozenlake -T split=ood-dist -T input=grid -T cot=grid+desc --model openai/gpt-4o
+    inspect eval lakeshift/frozenlake -T split=ood-dist --model lakeshift/runs/grid__none
+
+(the second a model lakeshift trained, through the model provider ``lakeshift`` registered here too).
 
 Samples
 -------
@@ -31,15 +34,16 @@ Decoding and repeated samples
 -----------------------------
 ``decoding`` is a :data:`lakeshift.models.generation.DECODING_PRESETS` name (default ``greedy``:
 temperature 0; ``frozen_ood``: temperature 0.7, top-p 0.9, seed 42, the paper's evaluation script), set as
-the task's generate config, which inspect's own options (``--temperature``) override; inspect's ``hf``
-provider samples unless given ``-M do_sample=false``, which greedy decoding needs, and loads the tokenizer
-with ``AutoTokenizer``, which reads a lakeshift-trained model folder's tokenizer as Qwen2's (dropping spaces
-and newlines): give such a model ``-M tokenizer_path=`` a folder holding its tokenizer files alone
-(``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja``). ``samples=K`` runs K
-epochs reduced three ways: ``mean`` (the mean success over the samples), ``max`` (pass@k) and
-:func:`plan_majority` (maj@k: the verdict of the most frequent plan, as ``lakeshift score`` counts it).
-Epoch ``e`` asks with the run's seed plus ``e - 1`` (:func:`epoch_seeded_generate`), as ``lakeshift predict
---samples`` seeds sample ``e - 1``: a provider that honours the seed would otherwise answer every epoch alike.
+the task's generate config, which inspect's own options (``--temperature``) override. A model lakeshift
+trained runs through the provider ``lakeshift/RUN_DIR`` registered here (:func:`lakeshift_provider`,
+:mod:`lakeshift.integrations.inspect_ai_model`: lakeshift's own backend, greedy at temperature 0);
+inspect's ``hf`` provider samples unless given ``-M do_sample=false``, which greedy decoding needs.
+
+``samples=K`` runs K epochs reduced three ways: ``mean`` (the mean success over the samples), ``max``
+(pass@k) and :func:`plan_majority` (maj@k: the verdict of the most frequent plan, as ``lakeshift score``
+counts it). Epoch ``e`` asks with the run's seed plus ``e - 1`` (:func:`epoch_seeded_generate`), as
+``lakeshift predict --samples`` seeds sample ``e - 1``: a provider that honours the seed would otherwise
+answer every epoch alike.
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ try:
         ContentImage,
         ContentText,
         GenerateConfig,
+        ModelAPI,
+        modelapi,
     )
     from inspect_ai.scorer import (
         Metric,
@@ -90,6 +96,16 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"lakeshift.integrations.inspect_ai needs inspect_ai ({err}): pip install 'lakeshift[inspect]'"
     ) from err
+
+
+@modelapi(name="lakeshift")
+def lakeshift_provider() -> type[ModelAPI]:
+    """The model provider ``lakeshift/MODEL`` (:mod:`lakeshift.integrations.inspect_ai_model`), imported when
+    an eval names it, so the task alone never loads torch."""
+    from lakeshift.integrations.inspect_ai_model import LakeshiftModelAPI
+
+    return LakeshiftModelAPI
+
 
 #: Named suites the task can generate without a ``data`` folder.
 GENERATED_SUITES = ("paper", "tiny")
