@@ -16,8 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "lmms-eval-tasks",
         help="write the FrozenLake task folder for `lmms-eval --include_path` (the package ships one)",
-        description="Write one lmms-eval task per split x input x CoT and a group per split, scored by "
-        "lakeshift's scorer (see docs/harnesses.md). Without --data the maps are the paper "
+        description="Write one lmms-eval task per split x input format x prompt and a group per input "
+        "format and prompt (its splits side by side), scored by lakeshift's scorer (see docs/harnesses.md). "
+        "Without --data the maps are the paper "
         "suite's (the folder shipped in lakeshift.integrations.lmms_eval.TASKS_DIR).",
     )
     p.add_argument("--out", required=True, type=Path, help="task folder to write")
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--splits",
         default=",".join(SPLITS),
-        help=f"comma-separated splits, one group each (default {','.join(SPLITS)})",
+        help=f"comma-separated splits, one task each in every group (default {','.join(SPLITS)})",
     )
     p.add_argument(
         "--seed", type=number_type("seed"), default=0, help="suite seed without --data (default 0)"
