@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -68,7 +69,8 @@ def test_shipped_folder_is_what_the_command_writes() -> None:
     stale = sorted(k for k in expected if shipped.get(k) != expected[k])
     assert not stale, f"regenerate with `lakeshift lmms-eval-tasks --out {TASKS}`: {stale[:5]}"
     assert sorted(shipped) == sorted(expected)
-    assert len([k for k in expected if k.endswith(".yaml")]) == 4 * (1 + 4 * 8)
+    # a task per split x input x prompt, a group per input x prompt
+    assert len([k for k in expected if k.endswith(".yaml")]) == 4 * 4 * 2 + 4 * 2
 
 
 def _glob_match(path: str, pattern: str) -> bool:
@@ -85,10 +87,13 @@ def test_package_data_ships_the_task_folder() -> None:
         p.relative_to(package).as_posix() for p in TASKS.rglob("*") if p.is_file() and p.suffix != ".pyc"
     ]
     missing = [f for f in files if not any(_glob_match(f, pat) for pat in patterns["lakeshift"])]
-    assert len(files) == 138 and not missing
+    assert len(files) == 46 and not missing
 
 
 def test_every_task_names_functions_files_and_sizes_that_exist() -> None:
+    """One task per split, input format and prompt (the prompt is the same for every CoT, so each is
+    generated once), with room for the longest reference of any CoT; one group per input format and
+    prompt, holding one task per split and no pooled metric."""
     tasks = {}
     for path in sorted(TASKS.glob("*.yaml")):
         config = load_task(path)
@@ -106,11 +111,21 @@ def test_every_task_names_functions_files_and_sizes_that_exist() -> None:
         assert (
             config["generation_kwargs"]["until"] == [] and config["generation_kwargs"]["do_sample"] is False
         )
-    for split in lmms_eval.SPLITS:
-        group = load_task(TASKS / f"frozenlake_{split}.yaml")
-        assert set(group["task"]) == {t for t in tasks if t.startswith(f"frozenlake_{split}_")}
-        assert len(group["task"]) == 32
-    assert len(tasks) == 128
+        assert config["process_results"].name == "utils.process_results"
+        maps = load_maps(data)
+        assert config["generation_kwargs"]["max_new_tokens"] >= max(
+            len(traces.completion(map_from_record(r), r["optimal_path"], cot))
+            for r in maps
+            for cot in traces.COT_FORMATS
+        )
+    for fmt in INPUT_FORMATS:
+        for suffix in ("", "_map-only"):
+            group = load_task(TASKS / f"frozenlake_{fmt}{suffix}.yaml")
+            assert group["task"] == [f"frozenlake_{split}_{fmt}{suffix}" for split in lmms_eval.SPLITS]
+            assert "aggregate_metric_list" not in group
+            for task in group["task"]:
+                assert tasks[task]["doc_to_text"].name == f"utils.doc_to_text_{fmt}{suffix.replace('-', '_')}"
+    assert len(tasks) == 4 * 4 * 2
 
 
 def test_text_prompt_is_what_lakeshift_predict_sends() -> None:
@@ -125,6 +140,23 @@ def test_text_prompt_is_what_lakeshift_predict_sends() -> None:
         assert FUNCTIONS["doc_to_visual_none"](doc) == []
     assert FUNCTIONS["doc_to_text_image"](doc) == prompts.TEST_PROMPT  # Mirage's text with its <image>
     assert FUNCTIONS["doc_to_target"](doc) == traces.boxed(doc["optimal_path"])
+
+
+def test_map_only_prompt_is_what_lakeshift_predict_sends_with_map_only(tmp_path: Path) -> None:
+    """The ``map-only`` tasks send the user turn ``lakeshift predict --prompt map-only`` reads from the SFT
+    files of the same maps."""
+    from lakeshift.models.data import load_sft
+
+    data = tmp_path / "data"
+    generate_split(data, "ood-dist", sizes=(7,), count=2, inputs=("grid", "table", "desc"))
+    docs = load_maps(data / "ood-dist" / "maps.jsonl")
+    for fmt in ("desc", "table", "grid"):
+        sft = load_sft(data, "ood-dist", fmt, "none", need_assistant=False, prompt="map-only")
+        for doc, record in zip(docs, sft.records, strict=True):
+            assert FUNCTIONS[f"doc_to_text_{fmt}_map_only"](doc) == record["messages"][1]["content"]
+            system = record["messages"][0]["content"]
+            assert FUNCTIONS[f"doc_to_messages_{fmt}_map_only"](doc)[0]["content"][0]["text"] == system
+    assert FUNCTIONS["doc_to_text_image_map_only"](docs[0]) == "<image>"
 
 
 def test_image_is_the_generated_png_where_the_placeholder_stands(tmp_path: Path) -> None:
@@ -156,17 +188,19 @@ def outputs_for(doc: dict, cot: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("cot", ["none", "grid+desc", "table", "coords"])
-def test_process_results_are_lakeshift_score_records(tmp_path: Path, cot: str) -> None:
-    """Each logged record equals the one ``lakeshift score`` writes for the same output on the same map."""
+@pytest.mark.parametrize("cot", ["none", "grid+desc", "table", "coords", "astar"])
+def test_one_answer_is_scored_in_the_cot_it_is_written_in(tmp_path: Path, cot: str) -> None:
+    """The task's ``process_results`` (one per prompt, whatever CoT the model was trained on): each logged
+    record equals the one ``lakeshift score`` writes for the same output on the same map, its trace checked
+    in the CoT format it is written in."""
     docs = shipped_maps("ood-dist")[:3]
-    process = FUNCTIONS[f"process_results_{cot.replace('+', '_')}"]
+    process = FUNCTIONS["process_results"]
     maps_file = tmp_path / "maps.jsonl"
     maps_file.write_text("".join(json.dumps(d) + "\n" for d in docs))
     for k in range(len(outputs_for(docs[0], cot))):
         outputs = [outputs_for(d, cot)[k] for d in docs]
         preds, scored = tmp_path / f"p{k}.jsonl", tmp_path / f"s{k}.jsonl"
-        rows = [{"id": d["id"], "output": o, "cot_format": cot} for d, o in zip(docs, outputs, strict=True)]
+        rows = [{"id": d["id"], "output": o} for d, o in zip(docs, outputs, strict=True)]
         preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
         assert (
             main(["score", "--maps", str(maps_file), "--predictions", str(preds), "--out", str(scored)]) == 0
@@ -182,13 +216,13 @@ def test_process_results_are_lakeshift_score_records(tmp_path: Path, cot: str) -
                 k: v for k, v in expected.items() if k in record
             }
             assert {"verdict", "moves", "progress", "id", "size", "d_inf"} <= set(record) & set(expected)
-            if cot != "none":
-                assert record["trace_faithful"] == expected["trace_faithful"]
+            if cot != "none" and k == 0:  # the reference trace: read as its own CoT, and faithful
+                assert record["trace_faithful"] is True and expected["trace_faithful"] is True
 
 
 def test_accuracy_is_pooled_and_per_size() -> None:
     docs = [d for d in shipped_maps("ood-size") if d["size"] in (7, 8)][::50][:6]
-    results = [FUNCTIONS["process_results_none"](d, [traces.boxed(d["optimal_path"]) if i % 2 else ""])
+    results = [FUNCTIONS["process_results"](d, [traces.boxed(d["optimal_path"]) if i % 2 else ""])
                for i, d in enumerate(docs)]  # fmt: skip
     by_metric: dict[str, list] = {}
     for result in results:
@@ -208,11 +242,17 @@ def test_tasks_from_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixture)
     out = tmp_path / "tasks"
     argv = ["lmms-eval-tasks", "--out", str(out), "--data", str(data), "--splits", "ood-dist"]
     assert main(argv) == 0
-    assert "wrote 33 task and group files" in capsys.readouterr().out
+    assert "wrote 16 task and group files" in capsys.readouterr().out
     assert (out / "maps" / "ood-dist.jsonl").read_text() == (data / "ood-dist" / "maps.jsonl").read_text()
-    config = load_task(out / "frozenlake_ood-dist_grid_none.yaml")
+    config = load_task(out / "frozenlake_ood-dist_grid.yaml")
     assert [m["metric"] for m in config["metric_list"]] == ["accuracy", "accuracy_7x7", "accuracy_8x8"]
-    assert main(argv) == 0  # an earlier task folder is rewritten
+    assert load_task(out / "frozenlake_grid.yaml")["task"] == ["frozenlake_ood-dist_grid"]
+    # an earlier task folder is rewritten, without the tasks and maps the new one does not have
+    (out / "frozenlake_ood-dist_grid_none.yaml").write_text("task: frozenlake_ood-dist_grid_none\n")
+    (out / "maps" / "id-test.jsonl").write_text("")
+    assert main(argv) == 0
+    assert not (out / "frozenlake_ood-dist_grid_none.yaml").exists()
+    assert not (out / "maps" / "id-test.jsonl").exists()
 
 
 @pytest.mark.parametrize(
@@ -269,14 +309,9 @@ def logged_samples(out: Path, task: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def cot_of(task: str) -> str:
-    return task.rsplit("_", 1)[1]
-
-
-def assert_verdicts_are_lakeshift_score(
-    tmp_path: Path, samples: list[dict], maps: list[dict], cot: str
-) -> None:
-    """Each logged sample's record equals what ``lakeshift score`` writes for its output on its map."""
+def assert_verdicts_are_lakeshift_score(tmp_path: Path, samples: list[dict], maps: list[dict]) -> None:
+    """Each logged sample's record equals what ``lakeshift score`` writes for its output on its map (its
+    CoT format read from the output, as the task does)."""
     assert samples
     by_id = {m["id"]: m for m in maps}
     for sample in samples:
@@ -288,8 +323,7 @@ def assert_verdicts_are_lakeshift_score(
     maps_file, preds, scored = tmp_path / "maps.jsonl", tmp_path / "preds.jsonl", tmp_path / "scored.jsonl"
     maps_file.write_text("".join(json.dumps(by_id[i]) + "\n" for i in ids))
     rows = [
-        {"id": s["accuracy"]["id"], "output": s.get("resps", s["filtered_resps"]), "cot_format": cot}
-        for s in samples
+        {"id": s["accuracy"]["id"], "output": s.get("resps", s["filtered_resps"])} for s in samples
     ]  # the model's raw output
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
     argv = ["score", "--maps", str(maps_file), "--predictions", str(preds), "--out", str(scored)]
@@ -312,53 +346,59 @@ def test_lmms_eval_cli_verdicts_equal_lakeshift_score(tmp_path: Path) -> None:
     of the shipped folder: the logged verdicts are ``lakeshift score``'s on the same outputs."""
     model = tmp_path / "tiny-vl"
     assert main(["lmms-eval-model", "--out", str(model)]) == 0
-    tasks = ["frozenlake_ood-dist_grid_none", "frozenlake_ood-dist_image_none"]
+    tasks = ["frozenlake_ood-dist_grid", "frozenlake_ood-dist_image_map-only"]
     args = ["--model", "qwen2_5_vl", "--model_args", f"pretrained={model},device=cpu,device_map=cpu"]
-    out = run_lmms_eval(tmp_path, TASKS, tasks, args, "--limit", "2")
+    # random weights never end their turn: a short answer keeps the test fast
+    out = run_lmms_eval(tmp_path, TASKS, tasks, args, "--limit", "2", "--gen_kwargs", "max_new_tokens=48")
     maps = shipped_maps("ood-dist")
-    for task in tasks:
+    for task, function in zip(tasks, ["doc_to_text_grid", "doc_to_text_image_map_only"], strict=True):
         samples = logged_samples(out, task)
         assert sorted(s["doc_id"] for s in samples) == [0, 1]
-        fmt = task.split("_")[2]
         for s in samples:  # the prompt lmms-eval built is lakeshift's
-            assert s["input"] == FUNCTIONS[f"doc_to_text_{fmt}"](maps[s["doc_id"]])
-        assert_verdicts_are_lakeshift_score(tmp_path, samples, maps, cot_of(task))
+            assert s["input"] == FUNCTIONS[function](maps[s["doc_id"]])
+        assert_verdicts_are_lakeshift_score(tmp_path, samples, maps)
 
 
 @pytest.mark.slow
 @needs_lmms_eval
-def test_lmms_eval_cli_group_on_scripted_outputs(tmp_path: Path) -> None:
-    """A split's group from a command-written folder, answered by lmms-eval's ``from_log`` model with outputs
-    of every verdict: per-sample verdicts are ``lakeshift score``'s; task and group accuracy are pooled and
-    per size."""
+def test_lmms_eval_cli_input_group_reports_each_split_apart(tmp_path: Path) -> None:
+    """An input format's group from a command-written folder of two splits, answered by lmms-eval's
+    ``from_log`` model with outputs of every verdict in several CoT formats (one answer per map, whatever
+    the CoT): per-sample verdicts are ``lakeshift score``'s, each split's task has its own accuracy, pooled
+    and per size, and the group pools nothing."""
     data = tmp_path / "data"
-    generate_split(data, "ood-dist", sizes=(3, 4), count=3)
+    splits = ["id-test", "ood-dist"]
+    for k, split in enumerate(splits):  # one suite each: a suite folder holds one generator config
+        generate_split(tmp_path / split, split, sizes=(3, 4), count=3, seed=k)
+        shutil.copytree(tmp_path / split / split, data / split)
     folder = tmp_path / "tasks"
-    assert main(["lmms-eval-tasks", "--out", str(folder), "--data", str(data), "--splits", "ood-dist"]) == 0
-    maps = load_maps(folder / "maps" / "ood-dist.jsonl")
-    tasks = [lmms_eval.task_name("ood-dist", fmt, cot) for fmt in INPUT_FORMATS for cot in traces.COT_FORMATS]
+    argv = ["lmms-eval-tasks", "--out", str(folder), "--data", str(data), "--splits", ",".join(splits)]
+    assert main(argv) == 0
+    tasks = [lmms_eval.task_name(split, "grid") for split in splits]
+    cots = ["none", "grid", "astar", "table+desc"]
     logs = tmp_path / "logs"
     logs.mkdir()
-    for t, task in enumerate(tasks):  # from_log's log format: one JSON per task
-        # outputs of every verdict, cycled differently for each size (so per-size accuracies differ)
-        picks = [(k + t) % 6 if doc["size"] == 3 else (2 * t + 1) % 6 for k, doc in enumerate(maps)]
+    maps = {split: load_maps(folder / "maps" / f"{split}.jsonl") for split in splits}
+    for t, (split, task) in enumerate(zip(splits, tasks, strict=True)):  # from_log: one JSON per task
+        # outputs of every verdict and several CoTs, cycled differently for each size
+        picks = [(k + t) % 6 if doc["size"] == 3 else (2 * t + 1) % 6 for k, doc in enumerate(maps[split])]
         entries = [
-            {"doc_id": k, "resps": [[outputs_for(doc, cot_of(task))[pick]]]}
-            for k, (doc, pick) in enumerate(zip(maps, picks, strict=True))
+            {"doc_id": k, "resps": [[outputs_for(doc, cots[k % len(cots)])[pick]]]}
+            for k, (doc, pick) in enumerate(zip(maps[split], picks, strict=True))
         ]
         log = {"args": {"model": "scripted", "model_args": "", "limit": None}, "time": "0101_0000"}
         log |= {"model_configs": {"task": task}, "logs": entries}
         (logs / f"{task}.json").write_text(json.dumps(log))
     out = run_lmms_eval(
-        tmp_path, folder, ["frozenlake_ood-dist"], ["--model", "from_log", "--model_args", f"logs={logs}"]
+        tmp_path, folder, ["frozenlake_grid"], ["--model", "from_log", "--model_args", f"logs={logs}"]
     )
     (results_file,) = out.rglob("*_results.json")
     results = json.loads(results_file.read_text())["results"]
     pooled: list[dict] = []
-    for task in tasks:
+    for split, task in zip(splits, tasks, strict=True):
         samples = logged_samples(out, task)
-        assert sorted(s["doc_id"] for s in samples) == list(range(len(maps)))
-        assert_verdicts_are_lakeshift_score(tmp_path, samples, maps, cot_of(task))
+        assert sorted(s["doc_id"] for s in samples) == list(range(len(maps[split])))
+        assert_verdicts_are_lakeshift_score(tmp_path, samples, maps[split])
         records = [s["accuracy"] for s in samples]
         assert results[task]["accuracy,none"] == pytest.approx(FUNCTIONS["accuracy"](records))
         for n in (3, 4):
@@ -367,11 +407,5 @@ def test_lmms_eval_cli_group_on_scripted_outputs(tmp_path: Path) -> None:
         pooled += records
     verdicts = {r["verdict"] for r in pooled}
     assert {"success", "no_answer"} < verdicts and len(verdicts) >= 4, verdicts
-    group = results["frozenlake_ood-dist"]
-    assert group["accuracy,none"] == pytest.approx(FUNCTIONS["accuracy"](pooled))
-    by_size = {n: FUNCTIONS["accuracy"]([r for r in pooled if r["size"] == n]) for n in (3, 4)}
-    assert (
-        len({*by_size.values(), FUNCTIONS["accuracy"](pooled)}) == 3
-    )  # the checks below can tell them apart
-    for n, value in by_size.items():
-        assert group[f"accuracy_{n}x{n},none"] == pytest.approx(value)
+    assert any(r.get("trace_faithful") for r in pooled)  # traces were read in the CoT they were written in
+    assert not any(key.startswith("accuracy") for key in results.get("frozenlake_grid", {}))

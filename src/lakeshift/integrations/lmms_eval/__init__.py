@@ -4,34 +4,42 @@ The task folder :data:`TASKS_DIR` ships inside the package::
 
     lmms-eval --model qwen2_5_vl --model_args pretrained=Qwen/Qwen2.5-VL-7B-Instruct \\
         --include_path "$(python -c 'import lakeshift.integrations.lmms_eval as m; print(m.TASKS_DIR)')" \\
-        --tasks frozenlake_ood-dist_image_none --log_samples --output_path results/
+        --tasks frozenlake_image --log_samples --output_path results/
 
 ``lakeshift lmms-eval-tasks --out DIR [--data DATA_DIR]`` writes the same folder, for the maps of your own
 split folders (e.g. the official ID maps imported with ``lakeshift generate --id-source``).
 
 Tasks and groups
 ----------------
-One task ``frozenlake_<split>_<input>_<cot>`` per test split of the paper's suite (:data:`SPLITS`), input
-format (``image``, ``desc``, ``table``, ``grid``) and CoT format (:data:`lakeshift.traces.COT_FORMATS`), and
-one group ``frozenlake_<split>`` per split holding its tasks. A task's documents are the split's
-``maps.jsonl`` records (``maps/<split>.jsonl`` in the folder, loaded with lmms-eval's ``json`` builder); the
-shipped ones are ``lakeshift generate --suite paper`` with seed 0.
+The paper's conditions: one task ``frozenlake_<split>_<input>`` per test split of the paper's suite
+(:data:`SPLITS`) and input format (``image``, ``desc``, ``table``, ``grid``) with Mirage's prompt, and
+``frozenlake_<split>_<input>_map-only`` with the ``map-only`` prompt (the map alone, as ``lakeshift
+predict --prompt map-only``); one group ``frozenlake_<input>`` (``frozenlake_<input>_map-only``) per input
+format and prompt holding its splits' tasks, each reported on its own (a group never pools splits or input
+formats: none of the paper's numbers does). A task's documents are the split's ``maps.jsonl`` records
+(``maps/<split>.jsonl`` in the folder, loaded with lmms-eval's ``json`` builder); the shipped ones are
+``lakeshift generate --suite paper`` with seed 0.
+
+The CoT format is the model's, not the prompt's (the prompt is the same for every CoT), so each prompt is
+generated once and its answer scored in whatever CoT it is written: the verdict does not depend on the
+CoT, and the trace's faithfulness is checked in the format read from the answer (``lakeshift score``
+without a ``cot_format``).
 
 * Prompt: exactly what ``lakeshift predict`` sends (:func:`lakeshift.data.records.prompt_messages`,
-Mirage's test
-  prompt): text input puts the rendered map in it; image input is the gymnasium frame of the map
-  (:func:`lakeshift.formats.image.render_image`). ``doc_to_text`` keeps Mirage's ``<image>`` placeholder
-  (the Qwen2.5-VL wrappers put the image first and drop it); ``doc_to_messages`` (chat models) puts the
-  image where the placeholder stands, with lakeshift's system prompt, as ``lakeshift predict`` does.
-* Decoding: greedy, ``max_new_tokens`` 1.25 x the longest reference completion of the split in that CoT
-  counted in characters (on this ASCII text no tokenizer makes more tokens than characters), and no stop
-  string but the model's end of turn.
-* ``process_results`` is :func:`lakeshift.scoring.score_output` on the map with the task's CoT format
-  (faithfulness checked for trace CoTs): the per-sample log (``--log_samples``) holds the same record
-  ``lakeshift score`` writes (``verdict``, ``moves``, ``progress``, ``trace_*``), plus ``size``, ``d_inf``
-  and ``score`` (1.0 on success, for lmms-eval's standard errors).
+  Mirage's test prompt, or :func:`lakeshift.models.data.map_only_user`): text input puts the rendered map
+  in it; image input is the gymnasium frame of the map (:func:`lakeshift.formats.image.render_image`).
+  ``doc_to_text`` keeps Mirage's ``<image>`` placeholder (the Qwen2.5-VL wrappers put the image first and
+  drop it); ``doc_to_messages`` (chat models) puts the image where the placeholder stands, with lakeshift's
+  system prompt, as ``lakeshift predict`` does.
+* Decoding: greedy, ``max_new_tokens`` 1.25 x the longest reference completion of the split in any CoT
+  counted in characters (on this ASCII text no tokenizer makes more tokens than characters), so a model
+  trained on any CoT has room for its trace, and no stop string but the model's end of turn.
+* ``process_results`` is :func:`lakeshift.scoring.score_output` on the map: the per-sample log
+  (``--log_samples``) holds the same record ``lakeshift score`` writes (``verdict``, ``moves``,
+  ``progress``, ``trace_*``), plus ``size``, ``d_inf`` and ``score`` (1.0 on success, for lmms-eval's
+  standard errors).
 * Metrics: ``accuracy`` (all maps) and ``accuracy_<n>x<n>`` (maps of that size; a size with no map under
-  ``--limit`` is not reported). The group's ``accuracy`` is the mean over its tasks' maps.
+  ``--limit`` is not reported).
 """
 
 from __future__ import annotations
@@ -54,15 +62,22 @@ TASKS_DIR = Path(__file__).parent / "tasks"
 #: The paper suite's test splits, one group each.
 SPLITS: tuple[str, ...] = ("id-test", "ood-size", "ood-dist", "embed10-test")
 TASK_PREFIX = "frozenlake"
+#: The prompts a task can send (``lakeshift predict --prompt``): the paper's, and the map alone.
+PROMPTS: tuple[str, ...] = ("mirage", "map-only")
 TEMPLATE_FILE = "_frozenlake_template_yaml"
 #: ``max_new_tokens`` is this many times the longest reference completion (as ``lakeshift predict``).
 TOKEN_MARGIN = 1.25
 _VARIANT = "test"
 
 
-def task_name(split: str, input_format: str, cot: str) -> str:
-    """``frozenlake_ood-dist_grid_grid+desc``."""
-    return f"{TASK_PREFIX}_{split}_{input_format}_{cot}"
+def task_name(split: str, input_format: str, prompt: str = "mirage") -> str:
+    """``frozenlake_ood-dist_grid`` (Mirage's prompt), ``frozenlake_ood-dist_grid_map-only``."""
+    return f"{TASK_PREFIX}_{split}_{input_format}" + ("" if prompt == "mirage" else f"_{prompt}")
+
+
+def group_name(input_format: str, prompt: str = "mirage") -> str:
+    """``frozenlake_image`` (Mirage's prompt), ``frozenlake_image_map-only``: the splits of one condition."""
+    return f"{TASK_PREFIX}_{input_format}" + ("" if prompt == "mirage" else f"_{prompt}")
 
 
 def _ident(name: str) -> str:
@@ -90,13 +105,19 @@ def doc_to_target(doc: Mapping[str, Any]) -> str:
     return traces.boxed(doc["optimal_path"])
 
 
-def _prompt(doc: Mapping[str, Any], input_format: str) -> dict[str, Any]:
-    return records.prompt_messages(doc, input_format, None, _VARIANT)
+def _prompt(doc: Mapping[str, Any], input_format: str, prompt: str = "mirage") -> dict[str, Any]:
+    record = records.prompt_messages(doc, input_format, None, _VARIANT)
+    if prompt == "map-only":
+        from lakeshift.models.data import map_only_user
+
+        system = record["messages"][0]
+        record = {**record, "messages": [system, map_only_user(dict(doc), input_format)]}
+    return record
 
 
-def _text(input_format: str) -> Callable[..., str]:
+def _text(input_format: str, prompt: str = "mirage") -> Callable[..., str]:
     def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Any = None) -> str:
-        user = _prompt(doc, input_format)["messages"][1]["content"]
+        user = _prompt(doc, input_format, prompt)["messages"][1]["content"]
         if isinstance(user, str):
             return user
         return "".join(block["text"] if block["type"] == "text" else "<image>" for block in user)
@@ -104,12 +125,12 @@ def _text(input_format: str) -> Callable[..., str]:
     return doc_to_text
 
 
-def _messages(input_format: str) -> Callable[..., list[dict[str, Any]]]:
+def _messages(input_format: str, prompt: str = "mirage") -> Callable[..., list[dict[str, Any]]]:
     def doc_to_messages(
         doc: Mapping[str, Any], lmms_eval_specific_kwargs: Any = None
     ) -> list[dict[str, Any]]:
         out = []
-        for message in _prompt(doc, input_format)["messages"]:
+        for message in _prompt(doc, input_format, prompt)["messages"]:
             content = message["content"]
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
             out.append(
@@ -126,8 +147,9 @@ def _messages(input_format: str) -> Callable[..., list[dict[str, Any]]]:
     return doc_to_messages
 
 
-def score_record(doc: Mapping[str, Any], output: str, cot: str) -> dict[str, Any]:
-    """What the per-sample log holds for one output: the scorer's record and the map's facts."""
+def score_record(doc: Mapping[str, Any], output: str, cot: str | None = None) -> dict[str, Any]:
+    """What the per-sample log holds for one output: the scorer's record and the map's facts (``cot``
+    ``None``: the trace is checked in the CoT format read from the output, as ``lakeshift score`` does)."""
     sm = scoring_map(doc, f"map {doc.get('id')}")
     scored = score_output(sm, output, cot=cot)
     return {
@@ -139,7 +161,7 @@ def score_record(doc: Mapping[str, Any], output: str, cot: str) -> dict[str, Any
     }
 
 
-def _results(cot: str) -> Callable[[Mapping[str, Any], Sequence[str]], dict[str, Any]]:
+def _results(cot: str | None) -> Callable[[Mapping[str, Any], Sequence[str]], dict[str, Any]]:
     def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str, Any]:
         record = score_record(doc, results[0] if results else "", cot)
         n = record["size"]
@@ -155,17 +177,26 @@ def accuracy(items: Sequence[Mapping[str, Any]]) -> float:
     return sum(1.0 for item in items if item["success"]) / len(items)
 
 
+def _suffix(prompt: str) -> str:
+    """A prompt as part of a function name (``map-only`` -> ``_map_only``; Mirage's has none)."""
+    return "" if prompt == "mirage" else "_" + prompt.replace("-", "_")
+
+
 def task_functions() -> dict[str, Callable[..., Any]]:
-    """Every function the task YAMLs name, by name (``doc_to_text_grid``, ``process_results_grid_desc``)."""
+    """Every function the task YAMLs name, by name (``doc_to_text_grid``, ``doc_to_text_grid_map_only``,
+    ``process_results``; ``process_results_grid_desc`` checks the trace as that CoT, for task folders of
+    earlier versions)."""
     functions: dict[str, Callable[..., Any]] = {
         "doc_to_visual_image": doc_to_visual_image,
         "doc_to_visual_none": doc_to_visual_none,
         "doc_to_target": doc_to_target,
         "accuracy": accuracy,
+        "process_results": _results(None),
     }
     for fmt in INPUT_FORMATS:
-        functions[f"doc_to_text_{fmt}"] = _text(fmt)
-        functions[f"doc_to_messages_{fmt}"] = _messages(fmt)
+        for prompt in PROMPTS:
+            functions[f"doc_to_text_{fmt}{_suffix(prompt)}"] = _text(fmt, prompt)
+            functions[f"doc_to_messages_{fmt}{_suffix(prompt)}"] = _messages(fmt, prompt)
     for cot in traces.COT_FORMATS:
         functions[f"process_results_{_ident(cot)}"] = _results(cot)
     return functions
@@ -187,32 +218,36 @@ test_split: test
 output_type: generate_until
 doc_to_target: !function utils.doc_to_target
 metadata:
-  version: 1.0
+  version: 2.0
 """
 
 
-def max_new_tokens(maps: Sequence[Mapping[str, Any]], cot: str) -> int:
-    """:data:`TOKEN_MARGIN` x the longest reference completion in characters, rounded up to 64."""
-    longest = max(len(traces.completion(map_from_record(r), r["optimal_path"], cot)) for r in maps)
+def max_new_tokens(maps: Sequence[Mapping[str, Any]], cots: Sequence[str] = traces.COT_FORMATS) -> int:
+    """:data:`TOKEN_MARGIN` x the longest reference completion in any of ``cots``, in characters, rounded up
+    to 64."""
+    longest = max(
+        len(traces.completion(map_from_record(r), r["optimal_path"], cot)) for r in maps for cot in cots
+    )
     return 64 * math.ceil(TOKEN_MARGIN * longest / 64)
 
 
-def _task_yaml(split: str, input_format: str, cot: str, sizes: Sequence[int], tokens: int) -> str:
+def _task_yaml(split: str, input_format: str, prompt: str, sizes: Sequence[int], tokens: int) -> str:
     visual = "image" if input_format == "image" else "none"
     metrics = "".join(
         f"  - metric: {name}\n    aggregation: !function utils.accuracy\n    higher_is_better: true\n"
         for name in ["accuracy", *(f"accuracy_{n}x{n}" for n in sizes)]
     )
+    functions = f"{input_format}{_suffix(prompt)}"
     return (
-        f"task: {task_name(split, input_format, cot)}\n"
+        f"task: {task_name(split, input_format, prompt)}\n"
         f"include: {TEMPLATE_FILE}\n"
         "dataset_kwargs:\n"
         "  data_files:\n"
         f"    test: maps/{split}.jsonl\n"
         f"doc_to_visual: !function utils.doc_to_visual_{visual}\n"
-        f"doc_to_text: !function utils.doc_to_text_{input_format}\n"
-        f"doc_to_messages: !function utils.doc_to_messages_{input_format}\n"
-        f"process_results: !function utils.process_results_{_ident(cot)}\n"
+        f"doc_to_text: !function utils.doc_to_text_{functions}\n"
+        f"doc_to_messages: !function utils.doc_to_messages_{functions}\n"
+        "process_results: !function utils.process_results\n"
         "generation_kwargs:\n"
         f"  max_new_tokens: {tokens}\n"
         "  temperature: 0\n"
@@ -222,20 +257,10 @@ def _task_yaml(split: str, input_format: str, cot: str, sizes: Sequence[int], to
     )
 
 
-def _group_yaml(split: str) -> str:
-    tasks = "".join(
-        f"  - {task_name(split, fmt, cot)}\n" for fmt in INPUT_FORMATS for cot in traces.COT_FORMATS
-    )
-    return (
-        f"group: {TASK_PREFIX}_{split}\n"
-        f"task:\n{tasks}"
-        "aggregate_metric_list:\n"
-        "  - metric: accuracy\n"
-        "    aggregation: mean\n"
-        "    weight_by_size: true\n"
-        "metadata:\n"
-        "  version: 1.0\n"
-    )
+def _group_yaml(input_format: str, prompt: str, splits: Sequence[str]) -> str:
+    tasks = "".join(f"  - {task_name(split, input_format, prompt)}\n" for split in splits)
+    # No aggregate metric: the group lists its splits' accuracies side by side, never pooled.
+    return f"group: {group_name(input_format, prompt)}\ntask:\n{tasks}metadata:\n  version: 2.0\n"
 
 
 def task_files(maps_by_split: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, str]:
@@ -246,11 +271,14 @@ def task_files(maps_by_split: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict
             raise LakeshiftError(f"split {split}: no maps")
         files[f"maps/{split}.jsonl"] = "".join(json.dumps(r) + "\n" for r in maps)
         sizes = sorted({int(r["size"]) for r in maps})
-        for cot in traces.COT_FORMATS:
-            tokens = max_new_tokens(maps, cot)
-            for fmt in INPUT_FORMATS:
-                files[f"{task_name(split, fmt, cot)}.yaml"] = _task_yaml(split, fmt, cot, sizes, tokens)
-        files[f"{TASK_PREFIX}_{split}.yaml"] = _group_yaml(split)
+        tokens = max_new_tokens(maps)
+        for fmt in INPUT_FORMATS:
+            for prompt in PROMPTS:
+                yaml = _task_yaml(split, fmt, prompt, sizes, tokens)
+                files[f"{task_name(split, fmt, prompt)}.yaml"] = yaml
+    for fmt in INPUT_FORMATS:
+        for prompt in PROMPTS:
+            files[f"{group_name(fmt, prompt)}.yaml"] = _group_yaml(fmt, prompt, list(maps_by_split))
     return files
 
 
@@ -276,17 +304,25 @@ def split_maps(data: str | Path, splits: Sequence[str]) -> dict[str, list[dict[s
 
 
 def write_tasks(out: str | Path, maps_by_split: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Path]:
-    """Writes the task folder (see the module docstring) into ``out``; returns the files written."""
+    """Writes the task folder (see the module docstring) into ``out``, removing the task files and maps of
+    an earlier one that this one has not; returns the files written."""
     from lakeshift.io import atomic_write
 
     out = Path(out)
+    files = task_files(maps_by_split)
     written = []
-    for rel, text in task_files(maps_by_split).items():
+    for rel, text in files.items():
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as f:
             f.write(text)
         written.append(path)
+    # A task of an earlier folder left in place would still be found by --include_path (and a group of
+    # another layout with it); only lakeshift's own task files and maps go.
+    stale = [*out.glob(f"{TASK_PREFIX}_*.yaml"), *out.glob("maps/*.jsonl")]
+    for path in stale:
+        if path.relative_to(out).as_posix() not in files:
+            path.unlink()
     return written
 
 
