@@ -54,6 +54,8 @@ def one(args: argparse.Namespace) -> dict:
     from lakeshift.models.backends.hf import HFBackend
     from lakeshift.models.generation import Decoding
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     items, _, _ = load_prompts(args)
     backend = HFBackend(args.model, engine=args.engine)
     backend._load()
@@ -72,7 +74,7 @@ def one(args: argparse.Namespace) -> dict:
     seconds = time.perf_counter() - start
     return {
         "engine": args.engine,
-        "batch": backend.batch_size,
+        "batch": backend.last_batch_size,
         "threads": torch.get_num_threads(),
         "maps": len(items),
         "tokens": tokens,
@@ -90,6 +92,8 @@ def forward_rate(args: argparse.Namespace, new: int) -> float:
 
     from lakeshift.models.backends.hf import HFBackend
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     items, _, _ = load_prompts(args)
     backend = HFBackend(args.model, engine="generate")
     backend._load()
@@ -106,7 +110,7 @@ def forward_rate(args: argparse.Namespace, new: int) -> float:
 
 def spawn(args: argparse.Namespace, **extra: object) -> dict:
     cmd = [sys.executable, __file__, "--model", args.model, "--data", args.data, "--split", args.split]
-    cmd += ["--n", str(args.n), "--new", str(args.new)]
+    cmd += ["--n", str(args.n), "--new", str(args.new), "--threads", str(args.threads or 0)]
     if args.sizes:
         cmd += ["--sizes", *map(str, args.sizes)]
     for key, value in extra.items():
@@ -124,6 +128,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=128)
     parser.add_argument("--new", type=int, default=400, help="the answers' token cap")
     parser.add_argument("--fixed", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     parser.add_argument("--forward", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -134,7 +139,10 @@ def main() -> None:
         args.fixed = args.fixed[0] or None
         print(json.dumps(one(args)))
         return
-    print(f"load {os.getloadavg()[0]:.2f}; {args.model}, {args.split} sizes {args.sizes}, {args.n} maps")
+    print(
+        f"load {os.getloadavg()[0]:.2f}; {args.model}, {args.split} sizes {args.sizes}, {args.n} maps, "
+        f"threads {args.threads or 'default'}"
+    )
     for fixed in [None, *args.fixed]:
         name = f"fixed {fixed}" if fixed else f"answers (cap {args.new})"
         runs = {}

@@ -23,9 +23,10 @@ TRAIN_TOKENS_PER_S: dict[str, float] = {
     "mini-cells-trace-player-base": 5300.0,  # grid / none, 10 epochs of 1,000 maps
     "mini-cells-trace-wide-base": 5300.0,  # the player base's rate (the same model)
 }
-#: Batched greedy generation (``tiny``, hf backend, batch 32: ~1,880 tokens/s, i.e. ~59 decoding steps per
-#: second; bench_predict.py). A batch lasts as long as its longest answer.
-GENERATE_STEPS_PER_S = 59.0
+#: Greedy decoding of a small model (the cells models) by the hf backend's continuous engine on 2 CPU cores,
+#: tokens written and prompt tokens read per second (benchmarks/bench_predict.py; benchmarks/README.md).
+DECODE_TOKENS_PER_S = 3000.0
+PREFILL_TOKENS_PER_S = 12000.0
 
 #: Bytes held per token of a training batch, per value of the model's logits: the logits and their
 #: log-softmax. A micro run (vocabulary 2,278, hidden 64, 2 layers, 72-token sequences) grew by 15 KB per

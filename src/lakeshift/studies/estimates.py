@@ -13,11 +13,8 @@ from lakeshift import formats, traces
 from lakeshift.data import records
 from lakeshift.data.bounds import calibration_record, record_bytes
 from lakeshift.formats.prompts import SYSTEM_PROMPT
-from lakeshift.models.resources import GENERATE_STEPS_PER_S, TRAIN_TOKENS_PER_S
+from lakeshift.models.resources import DECODE_TOKENS_PER_S, PREFILL_TOKENS_PER_S, TRAIN_TOKENS_PER_S
 
-#: Prompts per generate call of ``lakeshift predict`` on a CPU (its default); a batch lasts as long as its
-#: longest answer.
-PREDICT_BATCH = 32
 #: An answer may run past its reference's length up to the cap (1.25 x the longest reference).
 ANSWER_SLACK = 1.25
 #: The structured tokenizer writes 2.3-3.2 characters per token (benchmarks/log.md, "Tokens").
@@ -91,12 +88,12 @@ def train_seconds(
     return STAGE_OVERHEAD_S + min(known) if known else None
 
 
-def predict_seconds(groups: Sequence[tuple[int, int]], input_format: str, cot: str) -> float:
-    """Estimated seconds of greedy answers to the maps ``groups`` in batches of :data:`PREDICT_BATCH`, each
-    as long as its largest map's answer with :data:`ANSWER_SLACK`, at the measured decoding rate."""
-    sizes = sorted((n for n, c in groups for _ in range(c)), reverse=True)
-    steps = sum(
-        ANSWER_SLACK * answer_chars(sizes[i], input_format, cot) / CHARS_PER_TOKEN
-        for i in range(0, len(sizes), PREDICT_BATCH)
-    )
-    return PREDICT_OVERHEAD_S + steps / GENERATE_STEPS_PER_S
+def predict_seconds(
+    groups: Sequence[tuple[int, int]], input_format: str, cot: str, prompt: str = "mirage"
+) -> float:
+    """Estimated seconds of greedy answers to the maps ``groups`` by continuous batching (no answer waits
+    for another): every map's prompt read at the measured prefill rate, and its answer, as long as its
+    reference with :data:`ANSWER_SLACK`, written at the measured decoding rate."""
+    prompts = sum(c * prompt_chars(n, input_format, prompt) for n, c in groups) / CHARS_PER_TOKEN
+    answers = sum(c * ANSWER_SLACK * answer_chars(n, input_format, cot) for n, c in groups) / CHARS_PER_TOKEN
+    return PREDICT_OVERHEAD_S + prompts / PREFILL_TOKENS_PER_S + answers / DECODE_TOKENS_PER_S

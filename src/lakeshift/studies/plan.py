@@ -261,7 +261,8 @@ def _predict_stages(
         stage = Stage("predict", f"{mname}/{split}", pkey, argv, marker, [out])
         if pcfg.get("backend", "hf") == "hf":  # API and vLLM rates are not this machine's
             groups = _limited(plan.groups.get(split, []), pcfg.get("per_size"), pcfg.get("limit"))
-            one_pass = estimates.predict_seconds(groups, entry["input"], entry["cot"])
+            prompt = pcfg.get("prompt") or "mirage"  # (a run's own prompt is known once it is trained)
+            one_pass = estimates.predict_seconds(groups, entry["input"], entry["cot"], prompt)
             stage.estimate_s = one_pass * pcfg.get("samples", 1)
         stages.append(stage)
     return stages

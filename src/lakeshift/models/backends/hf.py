@@ -56,6 +56,7 @@ class HFBackend:
         self.model_id = str(Path(model).resolve()) if Path(model).exists() else model
         self.batch_size = batch_size
         self.engine = engine
+        self.last_batch_size: int | None = None  # the batch (or slots) of the last run
         self._model: Any = None
         self._processing: Any = None
         self._static_cache = not self.spec.vision
@@ -180,6 +181,7 @@ class HFBackend:
         cuda = model.device.type == "cuda"
         free = torch.cuda.mem_get_info()[0] if cuda else int(available_memory())
         slots = self.batch_size or continuous.choose_slots(model, len(prompts), capacity, free, cuda)
+        self.last_batch_size = slots
         new_walker = None
         if model.config.model_type == MODEL_TYPE:
             rule = model.model.embed_tokens.rule
@@ -207,6 +209,7 @@ class HFBackend:
         stop = self.stop_ids()
         device = self._model.device
         batch_size = self.batch_size or (DEFAULT_BATCH_GPU if device.type == "cuda" else DEFAULT_BATCH_CPU)
+        self.last_batch_size = batch_size
         for index, batch in enumerate(batched(ordered, batch_size)):
             enc = self._encode(batch).to(device)
             kwargs: dict[str, Any] = {
