@@ -49,12 +49,13 @@ def outputs_for(entry: dict) -> list[str]:
 
 
 def test_create_dataset_gives_solvable_entries_in_the_chosen_format() -> None:
-    data = reasoning_gym.create_dataset(NAME, seed=3, size=8, input_format="table", **OOD)
+    data = reasoning_gym.create_dataset(NAME, seed=3, size=8, input_format="table", legend=False, **OOD)
     assert len(data) == 8 and len(list(data)) == 8
     for i, entry in enumerate(data):
         rec = entry["metadata"]["map"]
         m = map_from_record(rec)
         assert m.size == 7 + i % 4 and m.d_inf >= 6
+        # legend=False: the paper's exact prompt
         assert entry["question"] == prompts.user_prompt("test", formats.render(m, "table"))
         assert score_output(scoring_map(rec), entry["answer"]).optimal
         assert data.score_answer(entry["answer"], entry) == 1.0
@@ -175,7 +176,9 @@ def test_every_entry_meets_its_config(seed: int, lo: int, span: int, d_inf: int,
     [
         ({"input_format": "image"}, "input_format 'image' is not a text format"),
         ({"min_grid_size": 5, "max_grid_size": 4}, "max_grid_size 4 is below min_grid_size 5"),
-        ({"min_d_inf": 6}, "grid size 3: impossible constraint d_inf >= 6 on a 3x3 map"),
+        ({"min_d_inf": 0}, "min_d_inf must be an integer >= 1, got 0"),
+        ({"min_d_inf": 3, "max_d_inf": 2}, "grid size 4: empty d_inf range 3..2"),
+        ({"legend": "yes"}, "legend must be true or false, got 'yes'"),
         ({"hole_prob": 1.5}, "hole probability must be in [0, 1)"),
         ({"size": 0}, "size must be an integer >= 1"),
         ({"max_grid_size": "9"}, "max_grid_size must be an integer >= 2, got '9'"),
@@ -204,6 +207,69 @@ def test_curriculum_runs_by_size() -> None:
     ctx = DefaultCurriculumContext(mode=RangeAttributeMode.UPPER_BOUND)
     config = curriculum.generate_configuration({"seed": 7, "size": 3}, ctx)
     assert {e["metadata"]["map"]["size"] for e in lakeshift_rg.FrozenLakeDataset(config)} == {10}
+
+
+@pytest.mark.parametrize(
+    ("input_format", "symbols"),
+    [("grid", ["P", "G", "X", "."]), ("table", ["@", "*", "#", "_"]), ("desc", [])],
+)
+def test_the_question_says_what_its_symbols_mean_and_names_moves_as_answers_do(
+    input_format: str, symbols: list[str]
+) -> None:
+    """By default the question is readable alone: the map's symbols and coordinates explained, the moves
+    named as the reference answer writes them; the paper's exact prompt stays one option away."""
+    data = reasoning_gym.create_dataset(NAME, seed=2, size=4, input_format=input_format)
+    paper = reasoning_gym.create_dataset(NAME, seed=2, size=4, input_format=input_format, legend=False)
+    for entry, exact in zip(data, paper, strict=True):
+        question = entry["question"]
+        legend = next(line for line in question.splitlines() if line.startswith(("Legend:", "Rows are")))
+        for symbol in symbols:
+            assert f" {symbol} " in f" {legend} ", (symbol, legend)
+        assert "Rows are numbered from 1 at the top" in question or input_format == "grid"
+        assert "'L' (left)" not in question and "LEFT, RIGHT, UP or DOWN" in question
+        answer_moves = entry["answer"].removeprefix("\\boxed{").removesuffix("}").split(", ")
+        assert all(move in question for move in answer_moves)
+        assert exact["question"] == prompts.user_prompt(
+            "test", formats.render(map_from_record(exact["metadata"]["map"]), input_format)
+        )
+        assert "'L' (left)" in exact["question"] and "Legend" not in exact["question"]
+        assert entry["metadata"]["map"] == exact["metadata"]["map"]  # only the wording differs
+
+
+def test_curriculum_reaches_the_papers_ood_settings() -> None:
+    """Through reasoning-gym's curriculum API: the default level is the dataset's default (ID holes, any
+    distance); the levels reach OOD-size (7-10), OOD-dist (d_inf >= 6) and the OOD hole probability."""
+    curriculum = reasoning_gym.factory.create_curriculum(NAME)
+    assert set(curriculum.attributes) == {"grid_size", "d_inf", "hole_prob"}
+    start = curriculum.generate_configuration({"seed": 7, "size": 4})
+    assert (start.min_d_inf, start.hole_prob) == (1, 0.2)
+    curriculum.set_attr_level("grid_size", lakeshift_rg.GRID_SIZE_LEVELS.index(10))
+    curriculum.set_attr_level("d_inf", lakeshift_rg.D_INF_LEVELS.index(6))
+    curriculum.set_attr_level("hole_prob", lakeshift_rg.HOLE_PROB_LEVELS.index(0.1))
+    ood_dist = curriculum.generate_configuration(
+        {"seed": 7, "size": 8}, DefaultCurriculumContext(mode=RangeAttributeMode.LAST_K, k=4)
+    )
+    assert (ood_dist.min_grid_size, ood_dist.max_grid_size, ood_dist.min_d_inf) == (7, 10, 6)
+    data = reasoning_gym.create_dataset(NAME, **vars(ood_dist))
+    assert {e["metadata"]["map"]["size"] for e in data} == {7, 8, 9, 10}
+    assert all(e["metadata"]["map"]["d_inf"] >= 6 for e in data)
+    assert all(e["metadata"]["difficulty"]["hole_prob"] == 0.1 for e in data)
+
+
+def test_every_curriculum_level_gives_a_dataset() -> None:
+    """The attributes move independently, so a distance beyond a small map's reach is capped at the
+    farthest its maps allow (``n - 1``) instead of making the configuration impossible."""
+    curriculum = reasoning_gym.factory.create_curriculum(NAME)
+    for size_level in range(len(lakeshift_rg.GRID_SIZE_LEVELS)):
+        for d_level in range(len(lakeshift_rg.D_INF_LEVELS)):
+            for hole_level in range(len(lakeshift_rg.HOLE_PROB_LEVELS)):
+                curriculum.set_attr_level("grid_size", size_level)
+                curriculum.set_attr_level("d_inf", d_level)
+                curriculum.set_attr_level("hole_prob", hole_level)
+                config = curriculum.generate_configuration({"seed": 1, "size": 2})
+                for entry in lakeshift_rg.FrozenLakeDataset(config):
+                    rec = entry["metadata"]["map"]
+                    assert rec["d_inf"] >= min(config.min_d_inf, rec["size"] - 1)
 
 
 def test_importing_again_keeps_one_registration() -> None:

@@ -13,13 +13,20 @@ Entries
 Entry ``i`` is map ``i`` of lakeshift's generator (:func:`lakeshift.data.generate.generate_map`) for the split
 ``lakeshift_frozenlake`` with the given seed: grid sizes ``min_grid_size..max_grid_size`` take turns
 (``size = min_grid_size + i % (number of sizes)``), holes with probability ``hole_prob``, start and goal
-uniform on a solvable map with ``min_d_inf <= d_inf <= max_d_inf`` (``None``: up to ``n - 1``). An entry
-depends only on (seed, index, config), so any entry can be regenerated alone. Each entry is::
+uniform on a solvable map with ``min(min_d_inf, n - 1) <= d_inf <= max_d_inf`` (``None``: up to
+``n - 1``). An entry depends only on (seed, index, config), so any entry can be regenerated alone. Each
+entry is::
 
-    {"question": Mirage's test prompt with the map in ``input_format`` (desc, table or grid),
+    {"question": the test prompt with the map in ``input_format`` (desc, table or grid),
      "answer":   the optimal plan, e.g. "\\boxed{RIGHT, DOWN}",
-     "metadata": {"source_dataset", "source_index", "map": the maps.jsonl record, "input_format",
-                  "partial_credit", "difficulty": {"grid_size": [min, max], "d_inf": [min, max]}}}
+     "metadata": {"source_dataset", "source_index", "map": the maps.jsonl record, "input_format", "legend",
+                  "partial_credit",
+                  "difficulty": {"grid_size": [min, max], "d_inf": [min, max], "hole_prob": p}}}
+
+The question is self-contained (``legend=True``, the default): Mirage's test prompt with the moves named
+as the answers write them (``LEFT, RIGHT, UP or DOWN``, where Mirage says ``'L' (left)``...) and a legend
+under the map (what ``P G X .`` or ``@ * # _`` mean, how rows and columns are numbered), as reasoning-gym's
+own maze datasets give one. ``legend=False`` asks the paper's exact prompt.
 
 Image input is refused: reasoning-gym questions are text (the lmms-eval and inspect entry points take images).
 
@@ -40,8 +47,10 @@ the dataset with the default config) scores entries of any config alike.
 
 Curriculum
 ----------
-:class:`FrozenLakeCurriculum` has one attribute, ``grid_size``, with levels 3 to 10 (the paper's ID sizes
-3-6 and OOD sizes 7-10), mapped to ``min_grid_size`` / ``max_grid_size``.
+:class:`FrozenLakeCurriculum` has three attributes, each reaching the paper's OOD settings: ``grid_size``
+(levels 3 to 10: the ID sizes 3-6, then the OOD sizes 7-10; ``min_grid_size`` / ``max_grid_size``),
+``d_inf`` (levels 1 to 9, ``min_d_inf``: 6 is OOD-dist) and ``hole_prob`` (levels 0.1, 0.2, 0.3, starting
+at the ID setting 0.2; 0.1 is the OOD one).
 """
 
 from __future__ import annotations
@@ -54,12 +63,14 @@ from lakeshift import formats, traces
 from lakeshift.data.generate import Group, SplitSpec, generate_map, validate_group
 from lakeshift.data.maps import map_from_record
 from lakeshift.errors import LakeshiftError
+from lakeshift.formats import grid as grid_format
 from lakeshift.formats import prompts
+from lakeshift.formats import table as table_format
 from lakeshift.scoring import score_output, scoring_map
 from lakeshift.traces import BOXED
 
 try:
-    from reasoning_gym.coaching import BaseCurriculum, RangeAttributeDefinition
+    from reasoning_gym.coaching import BaseCurriculum, RangeAttributeDefinition, ScalarAttributeDefinition
     from reasoning_gym.dataset import ProceduralDataset
     from reasoning_gym.factory import DATASETS, register_dataset
 except ImportError as err:  # pragma: no cover - depends on the environment
@@ -71,8 +82,45 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 DATASET_NAME = "lakeshift_frozenlake"
 #: Share of the scorer's ``progress`` that a failing plan earns under ``partial_credit``.
 FAILURE_CREDIT = 0.5
-#: Curriculum levels of ``grid_size``.
+#: Curriculum levels of ``grid_size``: the paper's ID sizes 3-6, then its OOD sizes 7-10.
 GRID_SIZE_LEVELS: tuple[int, ...] = (3, 4, 5, 6, 7, 8, 9, 10)
+#: Curriculum levels of ``d_inf`` (``min_d_inf``): 6 is the paper's OOD-dist, 2-9 its embed10 distances.
+D_INF_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+#: Curriculum levels of ``hole_prob``: 0.1 is the paper's OOD setting, 0.2 its ID one (the default level).
+HOLE_PROB_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3)
+
+#: Mirage's rule naming the moves as letters, which answers never use.
+_LETTER_RULE = (
+    "- The action plan involves a series of moves: 'L' (left), 'R' (right), 'U' (up), or 'D' (down).\n"
+)
+#: The same rule naming the moves as the answer writes them (:func:`lakeshift.traces.boxed`).
+_WORD_RULE = (
+    "- The action plan is a series of moves, each LEFT, RIGHT, UP or DOWN, separated by commas "
+    "(e.g. \\boxed{RIGHT, DOWN}).\n"
+)
+_COORDINATES = "Rows are numbered from 1 at the top and columns from 1 at the left."
+
+
+def legend(input_format: str) -> str:
+    """What the map's symbols (``grid``, ``table``) or coordinates (``desc``) mean."""
+    if input_format == "desc":
+        return _COORDINATES
+    symbols = (grid_format if input_format == "grid" else table_format).SYMBOLS
+    return (
+        f"Legend: {symbols['player']} is the player, {symbols['goal']} the goal, {symbols['hole']} a hole "
+        f"and {symbols['empty']} a safe square." + (f" {_COORDINATES}" if input_format == "table" else "")
+    )
+
+
+def question(map_text: str, input_format: str, with_legend: bool) -> str:
+    """Mirage's test prompt with the map; with ``with_legend``, the moves named as answers write them and a
+    legend under the map (reasoning-gym's questions are read without lakeshift's documentation)."""
+    if not with_legend:
+        return prompts.user_prompt("test", map_text)
+    text = prompts.user_prompt("test", f"{map_text}\n{legend(input_format)}")
+    if _LETTER_RULE not in text:  # pragma: no cover - guards an edit of Mirage's prompt
+        raise LakeshiftError("Mirage's prompt no longer names the moves as letters: update question()")
+    return text.replace(_LETTER_RULE, _WORD_RULE, 1)
 
 
 def _describe(entry: Any) -> str:
@@ -93,9 +141,12 @@ class FrozenLakeConfig:
         min_grid_size: Smallest map side.
         max_grid_size: Largest map side.
         hole_prob: Probability that a cell is a hole.
-        min_d_inf: Smallest L-infinity start-goal distance.
+        min_d_inf: Smallest L-infinity start-goal distance, capped at ``n - 1`` on an ``n x n`` map (the
+            farthest apart start and goal can be), so one config spans sizes that cannot all hold it.
         max_d_inf: Largest one (``None``: ``n - 1`` on an ``n x n`` map).
         input_format: How the question shows the map: ``desc``, ``table`` or ``grid``.
+        legend: Say what the map's symbols mean and name the moves as the answers write them (``False``:
+            the paper's exact prompt, Mirage's test prompt).
         partial_credit: Failing plans earn part of the scorer's ``progress`` instead of 0.
         seed: Generator seed (``None``: a random one, as reasoning-gym does).
         size: Number of entries.
@@ -107,6 +158,7 @@ class FrozenLakeConfig:
     min_d_inf: int = 1
     max_d_inf: int | None = None
     input_format: str = "grid"
+    legend: bool = True
     partial_credit: bool = False
     seed: int | None = None
     size: int = 500
@@ -131,15 +183,16 @@ class FrozenLakeConfig:
             raise LakeshiftError(f"{where}: size must be an integer >= 1, got {self.size!r}")
         if self.seed is not None and not _is_int(self.seed):
             raise LakeshiftError(f"{where}: seed must be an integer or None, got {self.seed!r}")
-        if not isinstance(self.partial_credit, bool):
-            raise LakeshiftError(
-                f"{where}: partial_credit must be true or false, got {self.partial_credit!r}"
-            )
+        for name in ("partial_credit", "legend"):
+            if not isinstance(getattr(self, name), bool):
+                raise LakeshiftError(f"{where}: {name} must be true or false, got {getattr(self, name)!r}")
+        if not _is_int(self.min_d_inf) or self.min_d_inf < 1:
+            raise LakeshiftError(f"{where}: min_d_inf must be an integer >= 1, got {self.min_d_inf!r}")
         for grid in range(self.min_grid_size, self.max_grid_size + 1):
             validate_group(self._group(grid), f"{where}, grid size {grid}")
 
     def _group(self, grid: int) -> Group:
-        return Group(grid, self.size, self.hole_prob, self.min_d_inf, self.max_d_inf)
+        return Group(grid, self.size, self.hole_prob, min(self.min_d_inf, grid - 1), self.max_d_inf)
 
 
 class FrozenLakeDataset(ProceduralDataset):
@@ -157,17 +210,19 @@ class FrozenLakeDataset(ProceduralDataset):
         record = generate_map(self._specs[idx % len(self._specs)], self.seed, idx)
         m = map_from_record(record)
         return {
-            "question": prompts.user_prompt("test", formats.render(m, config.input_format)),
+            "question": question(formats.render(m, config.input_format), config.input_format, config.legend),
             "answer": traces.boxed(record["optimal_path"]),
             "metadata": {
                 "source_dataset": DATASET_NAME,
                 "source_index": idx,
                 "map": record,
                 "input_format": config.input_format,
+                "legend": config.legend,
                 "partial_credit": config.partial_credit,
                 "difficulty": {
                     "grid_size": [config.min_grid_size, config.max_grid_size],
                     "d_inf": [config.min_d_inf, config.max_d_inf],
+                    "hole_prob": config.hole_prob,
                 },
             },
         }
@@ -198,7 +253,9 @@ class FrozenLakeDataset(ProceduralDataset):
 
 
 class FrozenLakeCurriculum(BaseCurriculum):
-    """Map size as the difficulty: ``grid_size`` levels 3 to 10."""
+    """Three attributes, each reaching the paper's OOD settings: ``grid_size`` (:data:`GRID_SIZE_LEVELS`, a
+    range of sizes), ``d_inf`` (:data:`D_INF_LEVELS`, the smallest start-goal distance) and ``hole_prob``
+    (:data:`HOLE_PROB_LEVELS`, starting at the ID setting 0.2)."""
 
     def __init__(self) -> None:
         super().__init__(FrozenLakeCurriculum.__name__, FrozenLakeConfig)
@@ -209,7 +266,20 @@ class FrozenLakeCurriculum(BaseCurriculum):
                 description="Side length of the square map",
                 lower_field_name="min_grid_size",
                 upper_field_name="max_grid_size",
-            )
+            ),
+            ScalarAttributeDefinition(
+                name="d_inf",
+                levels=list(D_INF_LEVELS),
+                description="Smallest L-infinity distance from start to goal (at most the map's side - 1)",
+                field_name="min_d_inf",
+            ),
+            ScalarAttributeDefinition(
+                name="hole_prob",
+                levels=list(HOLE_PROB_LEVELS),
+                default_level=HOLE_PROB_LEVELS.index(0.2),
+                description="Probability that a cell is a hole",
+                field_name="hole_prob",
+            ),
         )
 
 
