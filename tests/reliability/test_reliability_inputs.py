@@ -368,3 +368,58 @@ def test_train_resume_on_a_broken_run_json_is_one_line(content: bytes, work: Pat
     (out / "run.json").write_bytes(content)
     code, err = quiet_main([*MAP_READERS["train"](work), "--resume"])
     one_error_line(code, err, str(out / "run.json"))
+
+
+STUDY = """\
+name: s
+data:
+  splits:
+    - name: id-train
+      train: true
+      groups:
+        - {{size: 3, count: 4, hole_prob: 0.2}}
+    - name: id-test
+      groups:
+        - {{size: 3, count: 2, hole_prob: 0.2}}
+  workers: 1
+train:
+  model: micro
+predict:
+  splits: {splits}
+models:
+  - {{input: grid, cot: none}}
+report:
+  train_maps: {train_maps}
+"""
+
+
+@pytest.mark.parametrize(
+    ("splits", "train_maps", "message"),
+    [
+        ("[]", "'{work}/data/id-train/maps.jsonl'", ":15: predict.splits: no split named"),
+        ("[id-test]", "missing.jsonl", ":19: report.train_maps: missing.jsonl: no such file"),
+    ],
+)
+def test_a_study_naming_no_split_or_a_missing_train_maps_file_is_refused_when_planned(
+    splits: str, train_maps: str, message: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(splits=splits, train_maps=train_maps.format(work=work)))
+    code, err = quiet_main(["run", path, "--workdir", work, "--dry-run"])
+    one_error_line(code, err, str(path) + message)
+    assert not work.exists()
+
+
+def test_a_train_maps_file_the_study_itself_writes_is_planned(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(splits="[id-test]", train_maps=f"'{work}/data/id-train/maps.jsonl'"))
+    code, err = quiet_main(["run", path, "--workdir", work, "--dry-run"])
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_an_empty_sizes_list_is_refused_not_read_as_every_size(command: str, work: Path) -> None:
+    code, err = quiet_main([*MAP_READERS[command](work), "--sizes", ""])
+    one_error_line(code, err, "argument --sizes", "leave --sizes out for every size")

@@ -49,7 +49,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     name = data["name"]
     workdir = Path(workdir_override or data.get("workdir") or Path("runs") / name)
     plan = _plan_data(cfg, data["data"] or {}, workdir)
-    check_defaults(cfg, data)
+    check_defaults(cfg, data, workdir)
     stages = [plan.stage]
     train_defaults = data.get("train") or {}
     predict_defaults = dict(data.get("predict") or {})

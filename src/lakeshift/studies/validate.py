@@ -57,15 +57,21 @@ def check_top_level(cfg: SourcedConfig) -> dict[str, Any]:
     return data
 
 
-def check_defaults(cfg: SourcedConfig, data: Mapping[str, Any]) -> None:
+def check_defaults(cfg: SourcedConfig, data: Mapping[str, Any], workdir: Path | None = None) -> None:
     """The sections every model entry starts from (``train:``, ``predict:``, ``report:``), and the models.
 
     Raises:
-        LakeshiftError: a bad key or value of a section, or no model entries.
+        LakeshiftError: a bad key or value of a section, a ``report.train_maps`` that is neither there nor
+            inside ``workdir`` (which the study writes), or no model entries.
     """
     check_config(cfg, data.get("train") or {}, TrainOptions, TRAIN_KEYS, "train")
     check_predict(cfg, data.get("predict") or {}, "predict")
-    check_config(cfg, data.get("report") or {}, ReportOptions, REPORT_KEYS, "report")
+    report = check_config(cfg, data.get("report") or {}, ReportOptions, REPORT_KEYS, "report")
+    train_maps = report.get("train_maps")
+    if isinstance(train_maps, str) and not Path(train_maps).is_file():
+        inside = workdir is not None and Path(train_maps).resolve().is_relative_to(workdir.resolve())
+        if not inside:  # found missing only by the report stage, after every model is trained
+            raise cfg.error("report.train_maps", f"{train_maps}: no such file")
     if not data["models"]:
         raise cfg.error("models", "the study has no models")
 
@@ -173,6 +179,8 @@ def check_predict(cfg: SourcedConfig, section: Mapping[str, Any], where: str) ->
     splits = section.get("splits")
     if splits is not None and not (isinstance(splits, list) and all(isinstance(s, str) for s in splits)):
         raise cfg.error(f"{where}.splits", f"expected a list of split names, got {splits!r}")
+    if splits == []:  # would mean the default, id-test
+        raise cfg.error(f"{where}.splits", "no split named (leave splits out to predict id-test)")
     options = {k: v for k, v in section.items() if k != "splits"}
     check_config(cfg, options, PredictOptions, PREDICT_KEYS, where)
 
