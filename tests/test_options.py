@@ -18,7 +18,7 @@ from lakeshift.config import NUMBER_RULES, load_yaml, number_problem, number_typ
 from lakeshift.data.options import GenerateOptions
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.grpo import GrpoOptions
-from lakeshift.models.predict import PredictOptions
+from lakeshift.models.predict import PredictOptions, parse_shard_option
 from lakeshift.models.pretrain import TRAIN_KEYS as PRETRAIN_KEYS
 from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import check_config, from_values, option, options_of, to_argv
@@ -43,14 +43,21 @@ COMMANDS: dict[type, tuple[list[str], dict[str, Any]]] = {
     ReportOptions: (["report"], {"runs_dir": Path("P"), "out": Path("R")}),
 }
 BAD_NUMBERS = {
-    "positive_int": [0, -3, 2.5, "x"],
-    "nonnegative_int": [-1, 1.5],
-    "positive_float": [0, -0.1, "nan", "fast"],
-    "nonnegative_float": [-1e-9, "x"],
+    "positive_int": [0, -3, 2.5, "x", 2**31, 10**30],
+    "nonnegative_int": [-1, 1.5, 10**30],
+    "positive_float": [0, -0.1, "nan", "fast", 1e300],
+    "nonnegative_float": [-1e-9, "x", "1e300"],
     "probability": [0, 1.5],
     "hole_probability": [-0.1, 1, "x"],
-    "map_size": [1, 2.5, "x"],
+    "map_size": [1, 2.5, "x", 10**6],
     "seed": [-1, 2**32],
+    "batch_size": [0, 10**30],
+    "tokens": [0, 2**31, 10**30],
+    "samples": [0, 10**12],
+    "lora_rank": [0, 10**9],
+    "workers": [0, 10**9],
+    "retries": [-1, 10**4],
+    "seconds": [0, "1e300", "inf"],
 }
 
 
@@ -80,6 +87,21 @@ def test_a_rule_refuses_a_value_with_the_same_words_on_the_command_line_and_in_a
     low = NUMBER_RULES[rule].low
     smallest = low if NUMBER_RULES[rule].low_inclusive else low + 0.5
     assert number_type(rule)(str(smallest)) == smallest and number_problem(smallest, rule) is None
+
+
+@pytest.mark.parametrize("rule", sorted(NUMBER_RULES))
+def test_every_rule_has_an_upper_bound_and_takes_it_on_both_sides(rule: str) -> None:
+    kind, _, _, high, _, maximum, _ = NUMBER_RULES[rule]
+    assert high is not None or maximum is not None
+    if maximum is None:
+        return
+    largest = kind(maximum)
+    assert number_type(rule)(str(largest)) == largest and number_problem(largest, rule) is None
+    above = largest + 1
+    with pytest.raises(argparse.ArgumentTypeError, match=rf"must be at most {int(maximum)} \("):
+        number_type(rule)(str(above))
+    problem = number_problem(above, rule)
+    assert problem and problem.startswith(f"must be at most {int(maximum)} (")
 
 
 def _checked(cls: type, names: list[str]) -> list[tuple[type, str]]:
@@ -178,9 +200,12 @@ def _value(cls: type, name: str) -> st.SearchStrategy[Any]:
         return st.sampled_from([None, True, False])
     if opt.choices is not None:
         return st.sampled_from([f.default, *opt.choices])
+    if opt.parse is parse_shard_option:  # I/N
+        shards = st.integers(1, 64).flatmap(lambda n: st.integers(1, n).map(lambda i: f"{i}/{n}"))
+        return st.one_of(st.none(), shards)
     if opt.rule is not None:
         rule = NUMBER_RULES[opt.rule]
-        high = 10**6 if rule.high is None else rule.high
+        high = rule.high if rule.high is not None else min(rule.maximum or 10**6, 10**6)
         number: st.SearchStrategy[Any] = (
             st.integers(int(rule.low) + (not rule.low_inclusive), int(high) - (not rule.high_inclusive))
             if rule.kind is int

@@ -71,29 +71,58 @@ class SourcedConfig:
 
 
 class NumberRule(NamedTuple):
-    """What a number must be: its type and its range (``high`` ``None``: unbounded)."""
+    """What a number must be: its type, its range (``high`` ``None``: no bound of meaning) and the largest
+    value the machine can honour (``maximum``, refused as ``must be at most N``, ``why`` saying what it
+    would take)."""
 
     kind: type
     low: float
     low_inclusive: bool
     high: float | None = None
     high_inclusive: bool = False
+    maximum: float | None = None
+    why: str = ""
 
+
+#: The largest integer torch, numpy and C libraries take as an index or a count (a C ``int``).
+INT_MAX = 2**31 - 1
+#: The largest float a setting may have: a clock or a step count made from it stays a finite number.
+FLOAT_MAX = 1e9
+_FITS = "what the trainer, torch and numpy take"
 
 #: The numbers of every option and config value, by rule name: a config's value is checked against its rule
 #: (:func:`number_problem`), a command line's by the rule's argparse type (:func:`number_type`), so a zero
-#: batch size or a negative limit is one clear line before any work starts, never a library traceback deep
-#: in a run, nor silently replaced by a default.
+#: batch size, a negative limit or a batch no machine can hold is one clear line before any work starts,
+#: never a library traceback deep in a run, nor silently replaced by a default. Every rule has a maximum.
 NUMBER_RULES: dict[str, NumberRule] = {
-    "positive_int": NumberRule(int, 1, True),  # counts, steps, sizes of batches
-    "nonnegative_int": NumberRule(int, 0, True),  # warmup steps, examples in a report: 0 means none
-    "positive_float": NumberRule(float, 0, False),  # learning rates, epochs, minutes, seconds
-    "nonnegative_float": NumberRule(float, 0, True),  # weight decay, temperature: 0 is meaningful
+    # counts, steps, limits
+    "positive_int": NumberRule(int, 1, True, maximum=INT_MAX, why=_FITS),
+    # warmup steps, examples in a report: 0 means none
+    "nonnegative_int": NumberRule(int, 0, True, maximum=INT_MAX, why=_FITS),
+    # learning rates, epochs, minutes
+    "positive_float": NumberRule(float, 0, False, maximum=FLOAT_MAX, why="a finite clock and step count"),
+    # weight decay, temperature: 0 is meaningful
+    "nonnegative_float": NumberRule(float, 0, True, maximum=FLOAT_MAX, why="a finite setting"),
     "probability": NumberRule(float, 0, False, 1, True),  # top-p: 0 would keep no token at all
     # a hole probability of 1 leaves no frozen cell for start and goal
     "hole_probability": NumberRule(float, 0, True, 1, False),
-    "map_size": NumberRule(int, 2, True),  # a 1x1 map has no room for both start and goal
+    # a 1x1 map has no room for both start and goal
+    "map_size": NumberRule(int, 2, True, maximum=1000, why="a million cells a map"),
     "seed": NumberRule(int, 0, True, 2**32, False),  # what torch, numpy and Python all accept
+    # sequences decoded or trained at once: one token each is already 64k rows of activations
+    "batch_size": NumberRule(int, 1, True, maximum=65536, why="larger batches fit no machine's memory"),
+    # generated or trained tokens of one sequence: no model's context is longer
+    "tokens": NumberRule(int, 1, True, maximum=2**20, why="no model's context is longer"),
+    # answers sampled per prompt: every map's answers are held until all are in
+    "samples": NumberRule(int, 1, True, maximum=1024, why="every answer of a map is held until all are in"),
+    # the rank of LoRA adapters: larger than any model's hidden size
+    "lora_rank": NumberRule(int, 1, True, maximum=8192, why="larger than any model's hidden size"),
+    # processes, requests in flight, shards run at once
+    "workers": NumberRule(int, 1, True, maximum=1024, why="one machine's processes or connections"),
+    # retries of a request, each waiting twice as long as the last
+    "retries": NumberRule(int, 0, True, maximum=100, why="the backoff between retries doubles"),
+    # a wait for one request or one step
+    "seconds": NumberRule(float, 0, False, maximum=7 * 24 * 3600, why="a week"),
 }
 
 
@@ -144,17 +173,24 @@ def number_type(rule: str) -> Callable[[str], int | float]:
 
 
 def _range_problem(number: float, rule: str) -> str | None:
-    """``must be ...`` when ``number`` is outside the range of ``rule``, else ``None``."""
-    kind, low, low_incl, high, high_incl = NUMBER_RULES[rule]
+    """``must be ...`` when ``number`` is outside the range of ``rule`` or above its maximum, else None."""
+    kind, low, low_incl, high, high_incl, maximum, why = NUMBER_RULES[rule]
     above = number > low or (low_incl and number == low)
     below = high is None or number < high or (high_incl and number == high)
     if above and below:
+        if maximum is not None and number > maximum:
+            return f"must be at most {_number_text(maximum)} ({why})"
         return None
     what = "an integer" if kind is int else "a number"
     if high is None:
         return f"must be {what} {'>=' if low_incl else '>'} {low}"
     top = "2**32" if high == 2**32 else high
     return f"must be {what} in {'[' if low_incl else '('}{low}, {top}{']' if high_incl else ')'}"
+
+
+def _number_text(number: float) -> str:
+    """A maximum as the user can type it back (``1000000000``, not ``1e9``)."""
+    return str(int(number)) if number == int(number) else str(number)
 
 
 #: The deepest nesting of mappings and lists a config may have (real configs nest 4 or 5 levels).

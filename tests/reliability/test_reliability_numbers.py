@@ -18,6 +18,10 @@ from hypothesis import strategies as st
 
 from lakeshift.cli import main
 from lakeshift.config import number_problem, number_type
+from lakeshift.errors import LakeshiftError
+from lakeshift.models.predict import bounded_max_new_tokens
+from lakeshift.models.registry import resolve_model
+from tests.cli_checks import one_error_line, quiet_main
 
 nonnegative_int, positive_float, positive_int, probability = map(
     number_type, ("nonnegative_int", "positive_float", "positive_int", "probability")
@@ -82,6 +86,42 @@ def test_bad_number_is_one_line_exit_2_before_any_work(
     assert f"argument {option}" in err and repr(value) in err
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # nothing was written
+
+
+HUGE = str(10**30)
+#: Values that pass a lower bound but no machine can honour: each used to fail deep in the run (a traceback,
+#: an allocation of hundreds of GB, an overflow) instead of being refused.
+HUGE_OPTIONS = [
+    (TRAIN, "--batch-size", HUGE),
+    (TRAIN, "--max-steps", HUGE),
+    (TRAIN, "--lora-r", str(10**9)),
+    (TRAIN, "--max-length", str(2**31)),
+    (TRAIN, "--epochs", "1e300"),
+    (PREDICT, "--batch-size", HUGE),
+    (PREDICT, "--max-new-tokens", str(2**31)),
+    (PREDICT, "--max-new-tokens", HUGE),
+    (PREDICT, "--samples", str(10**12)),
+    (PREDICT, "--timeout", "1e300"),
+    (PREDICT, "--concurrency", str(10**9)),
+    (PREDICT, "--max-retries", str(10**4)),
+    (PREDICT, "--temperature", "1e300"),
+    (PREDICT, "--limit", HUGE),
+    (PREDICT, "--shard", f"1/{HUGE}"),
+    (PREDICT, "--sizes", HUGE),
+    ([*GENERATE, "--sizes", "3", "--count", "2"], "--workers", str(10**9)),
+    ([*GENERATE, "--sizes", "3"], "--count", HUGE),
+]
+
+
+@pytest.mark.parametrize(("base", "option", "value"), HUGE_OPTIONS)
+def test_a_number_no_machine_can_honour_is_one_line_exit_2_before_any_work(
+    base: list[str], option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*_concrete(base, tmp_path), f"{option}={value}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"argument {option}" in err and "at most" in err and value in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_console_script_prints_one_line(tmp_path: Path) -> None:
@@ -201,3 +241,64 @@ def test_bad_numbers_in_a_suite_file(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("train", "predict", "message"),
+    [
+        ("  batch_size: 1000000000000000000000000000000", "", ":14: train.batch_size: must be at most 65536"),
+        ("  max_steps: 1000000000000000000000000000000", "", ":14: train.max_steps: must be at most"),
+        ("  epochs: 1e300", "", ":14: train.epochs: must be at most"),
+        ("", "  max_new_tokens: 2147483648", ":17: predict.max_new_tokens: must be at most 1048576"),
+        ("", "  samples: 1000000000000", ":17: predict.samples: must be at most 1024"),
+        ("", "  batch_size: 1000000000000000000000000000000", ":17: predict.batch_size: must be at most"),
+    ],
+)
+def test_a_number_no_machine_can_honour_in_a_study_names_file_line_and_key(
+    train: str, predict: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(count=4, train=train, predict=predict))
+    workdir = tmp_path / "work"
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) + message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not workdir.exists()
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("numbers") / "data"
+    argv = [*GENERATE, "--sizes", "3", "--count", "2", "--inputs", "grid", "--cots", "none", "--no-progress"]
+    assert main([str(out) if a == "OUT" else a for a in argv]) == 0
+    return out
+
+
+def test_max_new_tokens_beyond_the_model_s_context_is_refused_before_any_answer(
+    small_data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "p.jsonl"
+    argv = ["predict", "--model", "mini-cells-base", "--data", small_data, "--split", "s", "--input", "grid"]
+    code, err = quiet_main([*argv, "--cot", "none", "--out", out, "--max-new-tokens", "40000"])
+    one_error_line(code, err, "--max-new-tokens 40000", "32768 positions", "mini-cells-base/config.json")
+    assert not out.exists()
+
+
+def test_a_default_max_new_tokens_beyond_the_model_s_context_is_capped_with_a_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = resolve_model("mini-cells-base")
+    assert bounded_max_new_tokens(None, False, spec) is None  # the openai backend sends no limit
+    assert bounded_max_new_tokens(32767, True, spec) == 32767
+    assert bounded_max_new_tokens(50000, False, spec) == 32767
+    assert "capped at 32767" in capsys.readouterr().err
+    with pytest.raises(LakeshiftError, match="--max-new-tokens 32768: the model has 32768 positions"):
+        bounded_max_new_tokens(32768, True, spec)
+
+
+def test_top_p_without_a_temperature_is_refused_not_dropped_unrecorded(tmp_path: Path) -> None:
+    argv = [*_concrete(PREDICT, tmp_path), "--input", "grid", "--top-p", "0.9"]
+    code, err = quiet_main(argv)
+    one_error_line(code, err, "--top-p 0.9: nucleus sampling needs --temperature > 0")
+    assert list(tmp_path.iterdir()) == []

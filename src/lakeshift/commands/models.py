@@ -268,7 +268,7 @@ def _run_record(model: str) -> dict[str, Any]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from lakeshift.models.predict import make_backend, predict
+    from lakeshift.models.predict import check_decoding, make_backend, predict
 
     shard = None
     if args.shard is not None:
@@ -293,6 +293,7 @@ def _predict(args: argparse.Namespace) -> int:
     temperature = 0.0 if args.temperature is None else args.temperature
     if temperature < 0:
         raise LakeshiftError(f"--temperature {temperature}: must be >= 0")
+    check_decoding(temperature, args.top_p, args.decoding, args.samples)  # before the model loads
     for option, value in (("--limit", args.limit), ("--per-size", args.per_size)):
         if value is not None and value < 1:
             raise LakeshiftError(f"{option} {value}: must be >= 1")
@@ -335,7 +336,7 @@ def _predict(args: argparse.Namespace) -> int:
             prompt=prompt,
             max_new_tokens=args.max_new_tokens,
             temperature=temperature,
-            top_p=1.0 if args.top_p is None else args.top_p,
+            top_p=args.top_p,
             seed=0 if args.seed is None else args.seed,
             decoding=args.decoding,
             samples=args.samples,

@@ -33,7 +33,7 @@ class GenerateOptions:
         study=True,
     )
     workers: int | None = option(
-        rule="positive_int",
+        rule="workers",
         help="worker processes for generation, images and SFT files; the output is identical for any value "
         "(default: the number of CPUs)",
         study=True,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from lakeshift.config import number_problem
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.io import dumps
@@ -55,6 +56,24 @@ from lakeshift.scoring import stale_data_message
 from lakeshift.traces import COT_FORMATS
 
 BACKENDS = ("hf", "vllm", "openai")
+
+
+def parse_shard_option(text: str) -> str:
+    """``--shard I/N`` checked while the command line is parsed
+    (:func:`lakeshift.scoring.shards.parse_shard`), at most as many shards as the ``workers`` rule allows:
+    each is a worker of its own, and scoring them together reads every one."""
+    import argparse
+
+    from lakeshift.scoring.shards import parse_shard
+
+    try:
+        count = parse_shard(text)[1]
+    except LakeshiftError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--shard ")) from None
+    problem = number_problem(count, "workers")
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: the number of shards {problem.split(', got ')[0]}")
+    return text
 
 
 @dataclass
@@ -84,6 +103,7 @@ class PredictOptions:
     )
     out: str = option(required=True, help="predictions JSONL (appended to; finished ids are skipped)")
     shard: str | None = option(
+        parse=parse_shard_option,
         metavar="I/N",
         help="answer only part I of N of the selected maps (every N-th map from the I-th, I = 1..N), into "
         "its own file: --out P.jsonl writes P.shard-I-of-N.jsonl; run N workers at once and score or report "
@@ -100,9 +120,9 @@ class PredictOptions:
         rule="positive_int", help="the first N maps only (after --sizes and --per-size)", study=True
     )
     max_new_tokens: int | None = option(
-        rule="positive_int",
+        rule="tokens",
         help="default (hf, vllm): 1.25 x the longest reference completion of the split for the CoT format "
-        "+ 16; openai: no limit sent",
+        "+ 16, at most the model's context; openai: no limit sent",
         study=True,
     )
     decoding: str | None = option(
@@ -113,18 +133,20 @@ class PredictOptions:
         study=True,
     )
     temperature: float | None = option(rule="nonnegative_float", help="0 = greedy (default)", study=True)
-    top_p: float | None = option(rule="probability", help="nucleus sampling, in (0, 1] (default 1)")
+    top_p: float | None = option(
+        rule="probability", help="nucleus sampling, in (0, 1] (default 1; needs --temperature > 0)"
+    )
     seed: int | None = option(rule="seed", help="sampling seed (default 0; recorded; unused when greedy)")
     samples: int = option(
         1,
-        rule="positive_int",
+        rule="samples",
         metavar="K",
         help="answers per map (sampled decoding only): the row keeps all K, `score` and `report` add "
         "pass@k and maj@k (default 1)",
         study=True,
     )
     batch_size: int | None = option(
-        rule="positive_int",
+        rule="batch_size",
         help="hf: prompts decoded at once (default: continuous, chosen from the model's size and the free "
         "memory; generate, 32 CPU, 128 GPU)",
         study=True,
@@ -139,11 +161,9 @@ class PredictOptions:
     )
     base_url: str = option("https://api.openai.com/v1", help="openai: endpoint base URL", study=True)
     api_key_env: str = option("OPENAI_API_KEY", help="openai: environment variable with the key", study=True)
-    concurrency: int = option(8, rule="positive_int", help="openai: requests in flight", study=True)
-    max_retries: int = option(
-        6, rule="nonnegative_int", help="openai: retries per request (429, 5xx, network)"
-    )
-    timeout: float = option(600.0, rule="positive_float", help="openai: seconds per request")
+    concurrency: int = option(8, rule="workers", help="openai: requests in flight", study=True)
+    max_retries: int = option(6, rule="retries", help="openai: retries per request (429, 5xx, network)")
+    timeout: float = option(600.0, rule="seconds", help="openai: seconds per request")
 
 
 # Fields that must agree between the rows already in an output file and a resumed run.
@@ -158,6 +178,72 @@ def items_from(sft: SftSet) -> list[PromptItem]:
         PromptItem(r["id"], prompt_turns(r), [sft.split_dir / p for p in r.get("images", [])])
         for r in sft.records
     ]
+
+
+def check_decoding(
+    temperature: float = 0.0,
+    top_p: float | None = None,
+    decoding: str | None = None,
+    samples: int = 1,
+) -> None:
+    """Refuses decoding settings that would be dropped or mean nothing, before any model is loaded.
+
+    Raises:
+        LakeshiftError: an unknown preset, ``top_p`` with greedy decoding (greedy takes the likeliest
+            token, so nucleus sampling would be left out of every row unrecorded), repeated greedy samples.
+    """
+    if decoding is not None and decoding not in DECODING_PRESETS:
+        raise LakeshiftError(f"--decoding {decoding}: unknown (choose from {', '.join(DECODING_PRESETS)})")
+    if samples < 1:
+        raise LakeshiftError(f"--samples {samples}: must be >= 1")
+    greedy = DECODING_PRESETS[decoding][0] == 0 if decoding is not None else temperature == 0
+    if top_p is not None and decoding is None and greedy:
+        raise LakeshiftError(
+            f"--top-p {top_p}: nucleus sampling needs --temperature > 0 (greedy decoding takes the likeliest "
+            "token, so top-p would not apply)"
+        )
+    if samples > 1 and greedy:
+        raise LakeshiftError(
+            f"--samples {samples}: greedy decoding answers every sample alike; sample with "
+            "--decoding frozen_ood or --temperature > 0"
+        )
+
+
+def context_length(spec: Any) -> int | None:
+    """The positions a model has for prompt and answer together (``max_position_embeddings`` of its config,
+    or of its ``text_config``), or ``None`` when its config does not say (an API model)."""
+    config = getattr(spec, "config", None) or {}
+    for holder in (config, config.get("text_config") or {}):
+        value = holder.get("max_position_embeddings") if isinstance(holder, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def bounded_max_new_tokens(max_new_tokens: int | None, given: bool, spec: Any) -> int | None:
+    """``max_new_tokens`` within the model's context (:func:`context_length`): a given value beyond it is
+    refused, a default beyond it is capped there (with a note on stderr).
+
+    Raises:
+        LakeshiftError: ``--max-new-tokens`` at least the model's positions, which leave the prompt none.
+    """
+    context = context_length(spec)
+    if max_new_tokens is None or context is None or max_new_tokens < context:
+        return max_new_tokens
+    where = f"{spec.source}/config.json" if getattr(spec, "kind", None) == "path" else spec.name
+    if given:
+        raise LakeshiftError(
+            f"--max-new-tokens {max_new_tokens}: the model has {context} positions for the prompt and the "
+            f"answer together (max_position_embeddings of {where}); give fewer"
+        )
+    import sys
+
+    print(
+        f"lakeshift predict: the default --max-new-tokens {max_new_tokens} is beyond the model's {context} "
+        f"positions (max_position_embeddings of {where}); capped at {context - 1}",
+        file=sys.stderr,
+    )
+    return context - 1
 
 
 def default_max_new_tokens(full: SftSet, backend: Backend) -> int | None:
@@ -236,7 +322,7 @@ def predict(
     prompt: str = "mirage",
     max_new_tokens: int | None = None,
     temperature: float = 0.0,
-    top_p: float = 1.0,
+    top_p: float | None = None,
     seed: int | None = None,
     decoding: str | None = None,
     samples: int = 1,
@@ -250,27 +336,20 @@ def predict(
     interleaved parts of that selection (:func:`lakeshift.scoring.shards.shard_items`; ``out`` is then that
     shard's own file, see :func:`lakeshift.scoring.shards.shard_path`). ``decoding`` names a preset, which
     replaces
-    ``temperature``, ``top_p`` and ``seed``; ``samples`` answers per map (see the module docstring).
+    ``temperature``, ``top_p`` (``None``: 1; given, it needs sampling) and ``seed``; ``samples`` answers per
+    map (see the module docstring). ``max_new_tokens`` must leave the model's context room for the prompt;
+    its default is capped there (:func:`bounded_max_new_tokens`).
 
     Returns:
         ``{"done_before": n, "written": n, "total": n}``.
 
     Raises:
         LakeshiftError: bad input (missing data, image input for a text model, unreachable API, a
-            prediction file written with other settings, an unknown preset, repeated greedy samples),
-            before any generation starts.
+            prediction file written with other settings, decoding settings :func:`check_decoding`
+            refuses, ``max_new_tokens`` beyond the model's context), before any generation starts.
     """
     out = Path(out)
-    if decoding is not None and decoding not in DECODING_PRESETS:
-        raise LakeshiftError(f"--decoding {decoding}: unknown (choose from {', '.join(DECODING_PRESETS)})")
-    if samples < 1:
-        raise LakeshiftError(f"--samples {samples}: must be >= 1")
-    greedy = DECODING_PRESETS[decoding][0] == 0 if decoding is not None else temperature == 0
-    if samples > 1 and greedy:
-        raise LakeshiftError(
-            f"--samples {samples}: greedy decoding answers every sample alike; sample with "
-            "--decoding frozen_ood or --temperature > 0"
-        )
+    check_decoding(temperature, top_p, decoding, samples)
     # Local files first: a malformed data file is found before an API is contacted.
     full = load_sft(data, split, input_format, cot_format, need_assistant=False)
     sft = load_sft(
@@ -287,11 +366,14 @@ def predict(
     backend.check(input_format)
     spec = getattr(backend, "spec", None)
     cells.check_sizes(getattr(spec, "model_type", None), sft.selected_sizes(), str(sft.path))
+    given = max_new_tokens is not None
+    max_new_tokens = bounded_max_new_tokens(max_new_tokens, given, spec)  # before a default is measured
     if max_new_tokens is None and backend.name != "openai":
-        max_new_tokens = default_max_new_tokens(full, backend)
+        max_new_tokens = bounded_max_new_tokens(default_max_new_tokens(full, backend), False, spec)
     if decoding is not None:
         settings = preset_decoding(decoding, max_new_tokens)
     else:
+        top_p = 1.0 if top_p is None else top_p
         settings = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
     base: dict[str, Any] = {
         "model": name or backend.model_id,

@@ -88,15 +88,27 @@ def parse_cells(text: str) -> dict[str, Any]:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats."""
+    """``--sizes``: comma-separated map sizes, e.g. ``7,8``, sorted and without repeats; each a map size
+    (the ``map_size`` rule), and at least one (an empty list would select every size)."""
     import argparse
 
+    from lakeshift.config import number_problem
+
     try:
-        return sorted({int(x) for x in text.replace(" ", "").split(",") if x})
+        sizes = sorted({int(x) for x in text.replace(" ", "").split(",") if x})
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated map sizes such as 7,8; got {text!r}"
         ) from None
+    if not sizes:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated map sizes such as 7,8; got {text!r} (leave --sizes out for every size)"
+        )
+    for size in sizes:
+        problem = number_problem(size, "map_size")
+        if problem:
+            raise argparse.ArgumentTypeError(f"map size {problem}")
+    return sizes
 
 
 @dataclass
@@ -135,7 +147,7 @@ class RunOptions:
         pretrain=True,
     )
     batch_size: int | None = option(
-        rule="positive_int", help="per-device batch size", study=True, pretrain=True
+        rule="batch_size", help="per-device batch size", study=True, pretrain=True
     )
     grad_accum: int | None = option(rule="positive_int", help="gradient accumulation steps", study=True)
     lr: float | None = option(rule="positive_float", help="peak learning rate", study=True, pretrain=True)
@@ -149,7 +161,7 @@ class RunOptions:
     lora: bool = option(
         False, kind="flag", help="LoRA adapters (peft) instead of full fine-tuning", study=True
     )
-    lora_r: int = option(16, rule="positive_int")
+    lora_r: int = option(16, rule="lora_rank")
     lora_alpha: int = option(32, rule="positive_int")
     bf16: bool | None = option(
         kind="toggle",
@@ -196,12 +208,12 @@ class TrainOptions(RunOptions):
         study=True,
     )
     global_batch_size: int | None = option(
-        rule="positive_int",
+        rule="batch_size",
         help="maps per optimizer step over all processes: sets the per-device batch to N / (processes x "
         "gradient accumulation), which must divide exactly (same recipe on 1 or 8 GPUs)",
     )
     max_length: int | None = option(
-        rule="positive_int", help="truncate conversations to N tokens (default: never)", study=True
+        rule="tokens", help="truncate conversations to N tokens (default: never)", study=True
     )
     # A cells model's own spec unless given (None); saved with the model.
     cells: dict[str, Any] | None = option(
