@@ -384,3 +384,31 @@ def test_a_missing_base_checkpoint_says_how_to_rebuild_it(
     rebuild = r"lakeshift pretrain configs/pretrain/base-mini-cells.yaml --out runs/mini-cells-base"
     with pytest.raises(LakeshiftError, match=rebuild):
         registry.resolve_model("mini-cells-base")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (GOOD.replace("{3: 12, 4: 12}", "{3: 5, '03': 5}"), ":3: corpus.maps.03: map size 3 is given twice"),
+        (
+            GOOD.replace("seed: 2", "traces: [grid]"),
+            ":2: corpus.traces: has no effect without the trace task",
+        ),
+        (
+            GOOD.replace("seed: 2", "tasks: [walk]\n  walks_end_at_goal: true"),
+            ":3: corpus.walks_end_at_goal: has no effect without the trace task",
+        ),
+        (
+            GOOD.replace("seed: 2", "trace_max_size: {grid: 3}"),
+            ":2: corpus.trace_max_size: has no effect without the trace task",
+        ),
+    ],
+)
+def test_a_pretrain_config_that_would_silently_drop_a_setting_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str
+) -> None:
+    config = _config(tmp_path, text)
+    assert main(["pretrain", str(config), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert str(config) + needle in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()

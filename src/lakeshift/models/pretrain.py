@@ -356,6 +356,8 @@ CORPUS_KEYS: tuple[str, ...] = (
     "trace_max_size",
     "exclude",
 )
+#: ``corpus:`` keys that only the ``trace`` task reads.
+TRACE_KEYS: tuple[str, ...] = ("traces", "walks_end_at_goal", "trace_max_size")
 #: ``train:`` keys of a pretraining config: the options of ``lakeshift train`` it may set (``model`` is a
 #: named size); their types, ranges and choices are the options' own (:func:`lakeshift.options.check_config`).
 TRAIN_KEYS: list[str] = config_keys(TrainOptions, "pretrain")
@@ -435,15 +437,25 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     hole_prob = cfg.check_number("corpus.hole_prob", corpus.get("hole_prob", 0.2), "probability")
     seed = cfg.check_number("corpus.seed", corpus.get("seed", 0), "seed")
     counts: dict[int, int] = {}
+    keys: dict[int, str] = {}
     for size, count in corpus["maps"].items():
         where = f"corpus.maps.{size}"
         if not str(size).isdigit():  # YAML keys arrive as strings
             raise cfg.error(where, f"a map size must be an integer, got {size!r}")
+        if int(size) in keys:  # `3` and `03` are one size: the later would replace the earlier's count
+            raise cfg.error(where, f"map size {int(size)} is given twice ({keys[int(size)]!r} and {size!r})")
+        keys[int(size)] = size
         if int(size) > MAX_MAP_SIZE:
             raise cfg.error(where, f"map sizes go up to {MAX_MAP_SIZE} (the cells the tokenizer writes)")
         counts[int(size)] = int(cfg.check_number(where, count, "positive_int"))
     spec = corpus_spec(counts, float(hole_prob))
     trace_max_size = _trace_max_size(cfg, corpus.get("trace_max_size", {}), traces)
+    if "trace" not in tasks:
+        for key in TRACE_KEYS:
+            if key in corpus:  # the corpus and its key would ignore it
+                raise cfg.error(
+                    f"corpus.{key}", "has no effect without the trace task (add trace to corpus.tasks)"
+                )
     if "trace" in tasks:
         largest = max((trace_max_size.get(c, MAX_MAP_SIZE) for c in traces), default=0)
         if max(counts) > largest:
