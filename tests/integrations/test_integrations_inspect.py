@@ -410,6 +410,26 @@ def test_the_lakeshift_provider_answers_as_lakeshift_predict_offline_from_inspec
         assert sample["scores"]["frozenlake_scorer"]["explanation"] == verdicts[sample["id"]]["verdict"]
 
 
+@pytest.mark.slow
+def test_the_lakeshift_provider_gives_a_vision_model_the_maps_images(data, tmp_path):
+    """A tiny-vl run trained on image input, through ``--model lakeshift/RUN`` with ``-T input=image``: the
+    PNG each sample carries reaches the model as ``lakeshift predict`` gives it (the same outputs)."""
+    run = tmp_path / "run"
+    train = ["train", "--data", str(data), "--split", "id-test", "--input", "image", "--cot", "grid"]
+    train += ["--model", "tiny-vl", "--max-steps", "2", "--out", str(run)]
+    assert main(train) == 0
+    preds = tmp_path / "predict.jsonl"
+    predict = ["predict", "--model", str(run), "--data", str(data), "--split", "id-test", "--per-size", "1"]
+    assert main([*predict, "--max-new-tokens", "12", "--out", str(preds)]) == 0
+    expected = {r["id"]: r["output"] for r in map(json.loads, preds.read_text().splitlines())}
+    task = frozenlake(split="id-test", input="image", cot="grid", data=str(data), per_size=1)
+    [log] = inspect_eval(
+        task, model=f"lakeshift/{run}", max_tokens=12, log_dir=str(tmp_path / "logs"), display="none"
+    )
+    assert log.status == "success", log.error
+    assert {s.id: s.output.completion for s in log.samples} == expected
+
+
 def test_a_model_the_provider_cannot_load_is_one_line_in_inspects_cli(tmp_path):
     cli = [sys.executable, "-m", "inspect_ai", "eval", "lakeshift/frozenlake", "-T", "suite=tiny"]
     cli += ["--model", f"lakeshift/{tmp_path / 'no-such-run'}", "--log-dir", str(tmp_path / "logs")]
