@@ -438,3 +438,31 @@ def test_a_model_the_provider_cannot_load_is_one_line_in_inspects_cli(tmp_path):
     printed = (proc.stdout + proc.stderr).strip()
     assert "Traceback" not in printed
     assert printed.startswith(f"--model lakeshift/{tmp_path / 'no-such-run'}: unknown model"), printed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["--max-tokens", "40000"],
+            "--max-tokens 40000: the model has 32768 positions for the prompt and the",
+        ),
+        (
+            ["-M", "temperature=0"],
+            "-M temperature: not an argument of the lakeshift provider (takes batch_size",
+        ),
+        (["-M", "batch_size=0"], "-M batch_size=0: must be an integer >= 1, got 0"),
+    ],
+)
+def test_what_the_provider_cannot_honour_is_one_line_before_any_sample(tmp_path, arguments, message):
+    """A shipped base model through the provider: settings it cannot honour are refused before the eval."""
+    cli = [sys.executable, "-m", "inspect_ai", "eval", "lakeshift/frozenlake", "-T", "suite=tiny"]
+    cli += ["--model", "lakeshift/mini-cells-base", *arguments, "--log-dir", str(tmp_path / "logs")]
+    env = {**os.environ, "LAKESHIFT_CACHE": str(tmp_path / "cache"), "COLUMNS": "300"}
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False, env=env)
+    printed = "\n".join(
+        line for line in (proc.stdout + proc.stderr).splitlines() if "Loading weights" not in line
+    )
+    assert "Traceback" not in printed and not list((tmp_path / "logs").glob("*"))
+    assert printed.strip().startswith(message), printed

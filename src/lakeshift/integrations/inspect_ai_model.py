@@ -21,8 +21,8 @@ Decoding
 --------
 From inspect's generate config: greedy unless a temperature above 0 is given (``--temperature``, or the
 task's decoding preset), ``--top-p``, ``--seed``, and ``--max-tokens`` (default
-:data:`DEFAULT_MAX_TOKENS`). Settings the backend does not implement (``--top-k``, stop sequences,
-logprobs) are refused rather than ignored.
+:data:`DEFAULT_MAX_TOKENS`; refused when it leaves the prompt none of the model's positions). Settings
+the backend does not implement (``--top-k``, stop sequences, logprobs) are refused rather than ignored.
 
 Model arguments (``-M``): ``batch_size`` and ``engine`` (``auto``, ``continuous``, ``generate``), as
 ``lakeshift predict --batch-size/--engine``; any other is refused. A local model folder never needs the hub:
@@ -192,8 +192,16 @@ class LakeshiftModelAPI(ModelAPI):
             raise ModelArgumentError(message) from None
         # inspect looks a model's context up by name, and for a name it does not know it builds the provider a
         # second time (loading the model again) to ask it.
-        context = self.backend.spec.config.get("max_position_embeddings")
-        set_model_info(f"lakeshift/{model_name}", ModelInfo(model=model_name, context_length=context))
+        model_config = self.backend.spec.config
+        context = model_config.get("max_position_embeddings") or (model_config.get("text_config") or {}).get(
+            "max_position_embeddings"
+        )
+        self._context = context if isinstance(context, int) and context > 0 else None
+        set_model_info(f"lakeshift/{model_name}", ModelInfo(model=model_name, context_length=self._context))
+        try:  # inspect's own --max-tokens is known now: refused before any sample runs
+            self._check_max_tokens((config or GenerateConfig()).max_tokens)
+        except LakeshiftError as err:
+            raise ModelArgumentError(str(err)) from None
         self._batcher = _Batcher(self.backend, limit=MAX_CONNECTIONS)
         self._images = tempfile.TemporaryDirectory(prefix="lakeshift-inspect-")
         self._ids = itertools.count()
@@ -215,13 +223,14 @@ class LakeshiftModelAPI(ModelAPI):
         given = [name for name, value in refused.items() if value is not None]
         if given:
             raise LakeshiftError(f"the lakeshift provider does not implement {', '.join(given)}")
+        max_new_tokens = self._check_max_tokens(config.max_tokens)
         request = next(self._ids)
         messages, images = self._messages(input, request)
         if images:
             self.backend.check("image")
         temperature = config.temperature or 0.0
         decoding = Decoding(
-            max_new_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+            max_new_tokens=max_new_tokens,
             temperature=temperature,
             top_p=config.top_p if config.top_p is not None and temperature > 0 else 1.0,
             seed=config.seed if temperature > 0 else None,
@@ -240,6 +249,21 @@ class LakeshiftModelAPI(ModelAPI):
         )
         output.usage = ModelUsage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
         return output
+
+    def _check_max_tokens(self, max_tokens: int | None) -> int:
+        """``max_tokens`` (default :data:`DEFAULT_MAX_TOKENS`) if it leaves the prompt some of the model's
+        positions.
+
+        Raises:
+            LakeshiftError: it takes them all.
+        """
+        max_new_tokens = max_tokens or DEFAULT_MAX_TOKENS
+        if self._context is not None and max_new_tokens >= self._context:
+            raise LakeshiftError(
+                f"--max-tokens {max_new_tokens}: the model has {self._context} positions for the prompt and "
+                "the answer together; give fewer"
+            )
+        return max_new_tokens
 
     def _messages(self, input: list[ChatMessage], request: int) -> tuple[list[dict[str, Any]], list[Path]]:
         """inspect's messages in the conversational form of lakeshift's SFT records, and the image files.
