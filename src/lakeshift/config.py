@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,21 @@ from typing import Any, NamedTuple
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import read_text
+
+
+#: A name that becomes one file or folder name (a study, a model entry, a split): letters, digits and
+#: ``. _ + @ = -``, starting with a letter or digit, so it can never be ``..``, empty, hidden or a path.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]{0,127}")
+
+
+def name_problem(value: Any, what: str) -> str | None:
+    """Why ``value`` cannot be ``what`` (a study name, a split), which names a file or folder; or ``None``."""
+    if isinstance(value, str) and PLAIN_NAME.fullmatch(value):
+        return None
+    return (
+        f"{what} {value!r} must be a plain name (at most 128 letters, digits and . _ + @ = -, starting with a "
+        "letter or digit): it names a folder or file"
+    )
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lakeshift.config import number_type
+from lakeshift.config import name_problem, number_type
 from lakeshift.errors import LakeshiftError
 
 
@@ -63,6 +63,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
     if not splits:
         raise LakeshiftError(f"--splits {args.splits!r}: no split named")
+    bad = next(filter(None, (name_problem(s, "split") for s in splits)), None)
+    if bad:  # each split names a file and a task under --out
+        raise LakeshiftError(f"--splits: {bad}")
     if args.data is None:
         unknown = [s for s in splits if s not in lmms_eval.SPLITS]
         if unknown:
