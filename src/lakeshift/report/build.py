@@ -226,6 +226,7 @@ def _score_jobs(
     records: list[ScoredRecord] = []
     files: list[Path] = []
     used_names: set[str] = set()
+    answered_by: dict[tuple, Path] = {}  # (run, split, map id) -> the file that answered it
     for name, mp, maps, pf, defaults in tqdm(jobs, desc="scoring", unit="file", disable=not progress):
         scored = [
             # One model decoded two ways is two runs: the decoding joins the name, so they never pool.
@@ -234,6 +235,10 @@ def _score_jobs(
             else rec
             for rec in score_predictions(maps, pf, compat=compat, check_trace=check_trace, defaults=defaults)
         ]
+        _check_one_answer_per_map(scored, pf.path, answered_by)
+        n_short = [r.samples.n_samples_asked for r in scored if r.samples and r.samples.n_samples_asked]
+        if n_short:
+            warnings.append(f"{pf.path}: {short_samples_message(len(n_short), n_short)}")
         n_missing = sum(1 for r in scored if r.verdict == "missing")
         if n_missing and not name.startswith("baseline-"):
             warnings.append(f"{pf.path}: {n_missing} of {len(maps)} maps have no prediction (scored missing)")
@@ -248,6 +253,26 @@ def _score_jobs(
         sampler.offer(scored, pf, maps, compat=compat, images_dir=mp.parent / "images" if images else None)
         records += scored
     return records, files
+
+
+def _check_one_answer_per_map(
+    scored: Sequence[ScoredRecord], path: Path, answered_by: dict[tuple, Path]
+) -> None:
+    """Refuses a second file answering a run's maps: pooled, one model's 16 maps would count as 32 (and
+    its interval shrink) though nothing new was measured.
+
+    Raises:
+        LakeshiftError: naming both files, the run and the split.
+    """
+    for rec in scored:
+        key = (run_key(rec), rec.split, rec.id)
+        first = answered_by.setdefault(key, path)
+        if first != path:
+            raise LakeshiftError(
+                f"{first} and {path} both answer map {rec.id!r} of {rec.split} for run "
+                f"{' / '.join(key[0])}: the same run's predictions twice would pool as one run of twice its "
+                "maps; report one of them (or give them distinct 'model' names)"
+            )
 
 
 @dataclass
@@ -400,7 +425,18 @@ def fmt_summary(summary: Mapping[str, Any]) -> str:
             f"repeated samples (k = {k}): pass@k {samples['pass']}/{n} = {samples['pass'] / n:.3f}, "
             f"maj@k {samples['maj']}/{n} = {samples['maj'] / n:.3f}"
         )
+        if samples.get("short"):
+            lines.append(f"warning: {short_samples_message(samples['short'], samples['asked'])}")
     return "\n".join(lines)
+
+
+def short_samples_message(n_short: int, asked: Iterable[int]) -> str:
+    """The warning for maps whose pass@k and maj@k were computed over fewer samples than their rows asked."""
+    k = "/".join(str(a) for a in sorted(set(asked))) or "?"
+    return (
+        f"{n_short} maps hold fewer samples than asked (k = {k}): their pass@k and maj@k are over the "
+        "samples present (n_samples_asked in the scored records)"
+    )
 
 
 def terminal_summary(report_dir: Path, width: int = 80) -> str:

@@ -40,6 +40,9 @@ class PredictionsFile:
         predictions: ``{map id: Prediction}``.
         warnings: Messages naming file and line (malformed lines, unknown ids, duplicates, missing output).
         unknown_ids: Records whose id is not in the maps.
+        malformed: Lines that are not a record with an id.
+        duplicates: Records whose id an earlier record has.
+        without_output: Records with no ``output`` field at all (a maps file has none).
     """
 
     path: Path
@@ -48,6 +51,7 @@ class PredictionsFile:
     unknown_ids: int = 0
     malformed: int = 0
     duplicates: int = 0
+    without_output: int = 0
 
 
 def _count(value: Any) -> bool:
@@ -79,6 +83,7 @@ _META_CHECKS: dict[str, Any] = {
     "size": _count,
     "selection": _selection,
     "samples": _samples,
+    "n_samples": _count,
     "decoding": lambda v: isinstance(v, Mapping),
 }
 
@@ -136,6 +141,7 @@ def read_predictions(
             problem(f"{where}: field 'id': {pid!r} is not in the maps file")
             continue
         output = rec.get("output")
+        result.without_output += "output" not in rec
         if not isinstance(output, str):
             what = "missing field 'output'" if "output" not in rec else "field 'output' is not a string"
             problem(f"{where}: {what} (scored no_answer)")
@@ -292,7 +298,10 @@ def score_predictions(
                 n_chars = len(pred.output)
                 if sampled:
                     outputs = [s["output"] for s in pm.get("samples") or [{"output": pred.output}]]
-                    samples = SampleScore(**score_samples(sm, outputs, compat))
+                    asked = pm.get("n_samples")
+                    # A row short of its samples is scored over those present and says so.
+                    short = asked if isinstance(asked, int) and asked > len(outputs) else None
+                    samples = SampleScore(**score_samples(sm, outputs, compat), n_samples_asked=short)
         r = sm.record
         # Run metadata given as null stays in the row as null (ScoredRecord.extra).
         run = {k: meta[k] for k in ("model", "input_format", "cot_format", "policy") if k in meta}
@@ -352,12 +361,13 @@ def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Map
 
 def summarize(records: Iterable[ScoredRecord]) -> dict[str, Any]:
     """Counts for a one-screen summary: total, successes, verdicts, accuracy per size; with repeated
-    samples, ``samples``: the sample counts seen (``k``) and the maps passed and won by majority."""
+    samples, ``samples``: the sample counts seen (``k``), the maps passed and won by majority, and the
+    maps scored over fewer samples than their row asked (``short``, with the counts asked, ``asked``)."""
     total = 0
     ok = 0
     verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
     by_size: dict[int, list[int]] = {}
-    samples: dict[str, Any] = {"k": set(), "pass": 0, "maj": 0}
+    samples: dict[str, Any] = {"k": set(), "pass": 0, "maj": 0, "short": 0, "asked": set()}
     for rec in records:
         total += 1
         ok += bool(rec.success)
@@ -365,6 +375,9 @@ def summarize(records: Iterable[ScoredRecord]) -> dict[str, Any]:
             samples["k"].add(rec.samples.n_samples)
             samples["pass"] += bool(rec.samples.pass_at_k)
             samples["maj"] += bool(rec.samples.maj_at_k)
+            if rec.samples.n_samples_asked is not None:
+                samples["short"] += 1
+                samples["asked"].add(rec.samples.n_samples_asked)
         verdicts[rec.verdict] = verdicts.get(rec.verdict, 0) + 1
         cell = by_size.setdefault(int(rec.size), [0, 0])
         cell[0] += bool(rec.success)
@@ -372,5 +385,6 @@ def summarize(records: Iterable[ScoredRecord]) -> dict[str, Any]:
     out = {"n": total, "success": ok, "verdicts": verdicts, "by_size": dict(sorted(by_size.items()))}
     if samples["k"]:
         samples["k"] = sorted(samples["k"] - {0})
+        samples["asked"] = sorted(samples["asked"])
         out["samples"] = samples
     return out

@@ -12,7 +12,8 @@ Layout of a row, in key order (``?``: only when the record has it):
 * the map's ``split``, ``size``, ``d_inf``, ``optimal_length``;
 * the run's ``model``?, ``input_format``?, ``cot_format``?, ``policy``?;
 * ``n_output_tokens``, ``n_output_chars``, ``compat``, ``decoding``?;
-* ``n_samples``?, ``samples_success``?, ``pass_at_k``?, ``maj_at_k``? (:class:`SampleScore`: all or none);
+* ``n_samples``?, ``samples_success``?, ``pass_at_k``?, ``maj_at_k``? (:class:`SampleScore`: all or none),
+  and ``n_samples_asked``? when the row holds fewer samples than it asked;
 * any other keys (:attr:`ScoredRecord.extra`), in their order.
 """
 
@@ -36,21 +37,27 @@ class SampleScore:
         samples_success: How many of them succeed.
         pass_at_k: Some sample succeeds.
         maj_at_k: The most frequent plan succeeds (:func:`lakeshift.scoring.majority_index`).
+        n_samples_asked: The samples the row asked (its ``n_samples``) when it holds fewer, so pass@k and
+            maj@k were computed over ``n_samples`` < k; ``None`` when every sample asked is there.
     """
 
     n_samples: int
     samples_success: int
     pass_at_k: bool
     maj_at_k: bool
+    n_samples_asked: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The sample fields of a scored record."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The sample fields of a scored record (``n_samples_asked`` only when samples are missing)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.n_samples_asked is None:
+            del out["n_samples_asked"]
+        return out
 
 
 _VERDICT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Verdict) if f.name != "trace")
 _TRACE_KEYS: tuple[str, ...] = tuple(f"trace_{f.name}" for f in fields(TraceCheck))
-_SAMPLE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SampleScore))
+_SAMPLE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SampleScore) if f.name != "n_samples_asked")
 _MAP_KEYS: tuple[str, ...] = ("split", "size", "d_inf", "optimal_length")
 _RUN_KEYS: tuple[str, ...] = ("model", "input_format", "cot_format", "policy")
 _OUTPUT_KEYS: tuple[str, ...] = ("n_output_tokens", "n_output_chars", "compat")
@@ -58,7 +65,7 @@ _OUTPUT_KEYS: tuple[str, ...] = ("n_output_tokens", "n_output_chars", "compat")
 REQUIRED_KEYS: tuple[str, ...] = ("id", *_VERDICT_KEYS, *_MAP_KEYS, *_OUTPUT_KEYS)
 #: Keys a scored record has only when it carries a value for them (a null one is kept in ``extra``).
 OPTIONAL_KEYS: tuple[str, ...] = (*_RUN_KEYS, "decoding")
-_KNOWN = frozenset((*REQUIRED_KEYS, *_TRACE_KEYS, *_SAMPLE_KEYS, *OPTIONAL_KEYS))
+_KNOWN = frozenset((*REQUIRED_KEYS, *_TRACE_KEYS, *_SAMPLE_KEYS, "n_samples_asked", *OPTIONAL_KEYS))
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,11 @@ class ScoredRecord:
         return cls(
             **values,
             trace=TraceCheck.from_fields(row) if trace else None,
-            samples=SampleScore(**{k: row[k] for k in _SAMPLE_KEYS}) if samples else None,
+            samples=SampleScore(
+                **{k: row[k] for k in _SAMPLE_KEYS}, n_samples_asked=row.get("n_samples_asked")
+            )
+            if samples
+            else None,
             **{k: row[k] for k in OPTIONAL_KEYS if row.get(k) is not None},
             extra=extra,
         )

@@ -105,8 +105,10 @@ def read_prediction_set(
         predictions, warnings and counts, plus a warning per absent shard.
 
     Raises:
-        LakeshiftError: an id in two files, files of different shard counts, stale data, or what
-            :func:`~lakeshift.scoring.read_predictions` raises.
+        LakeshiftError: an id in two files, files of different shard counts, stale data, no row with an
+            ``output`` (a maps file given as predictions), no id among the maps, a row whose ``split`` is
+            not the maps' split, rows of two decodings, or what :func:`~lakeshift.scoring.read_predictions`
+            raises.
     """
     from lakeshift.scoring import PredictionsFile, check_data_version, read_predictions
 
@@ -137,6 +139,8 @@ def read_prediction_set(
         merged.unknown_ids += pf.unknown_ids
         merged.malformed += pf.malformed
         merged.duplicates += pf.duplicates
+        merged.without_output += pf.without_output
+    _check_pooling(merged, files, seen, maps, maps_path)
     if len(shards) > 1:
         raise LakeshiftError(
             f"{files[0]}: the files mix shards of different splittings "
@@ -149,3 +153,44 @@ def read_prediction_set(
                 f"shard {index}/{count} absent (no file like {name} given): its maps are scored missing"
             )
     return merged
+
+
+def _check_pooling(
+    merged: Any, files: Sequence[Path], source: Mapping[str, Path], maps: Mapping[str, Any], maps_path: Any
+) -> None:
+    """Refuses a set whose accuracy would be wrong, not merely low: predictions of another split or of a
+    maps file (every map would be scored missing), or answers of two decodings pooled into one number."""
+    from lakeshift.scoring import decoding_label
+
+    against = f"the maps{f' ({maps_path})' if maps_path is not None else ''}"
+    where = files[0] if len(files) == 1 else f"{files[0]} (and {len(files) - 1} more)"
+    if merged.predictions and merged.without_output == len(merged.predictions):
+        raise LakeshiftError(
+            f"{where}: no row has an 'output' field: a maps file, not predictions (give the predictions "
+            "of `lakeshift predict`)"
+        )
+    if not merged.predictions and merged.unknown_ids:
+        raise LakeshiftError(
+            f"{where}: none of its {merged.unknown_ids} ids is in {against}: predictions of another split?"
+        )
+    decodings: dict[str, tuple[Path, int]] = {}
+    for pred in merged.predictions.values():
+        meta = pred.meta or {}
+        split = meta.get("split")
+        sm = maps.get(pred.id)
+        record = getattr(sm, "record", None) or {}
+        if isinstance(split, str) and record.get("split") and split != record["split"]:
+            raise LakeshiftError(
+                f"{source[pred.id]}, line {pred.lineno}: field 'split': {split!r}, but "
+                f"{against} are {record['split']!r}: score it against the {split} maps"
+            )
+        decoding = meta.get("decoding")
+        if isinstance(decoding, Mapping):
+            label = decoding_label(decoding)
+            decodings.setdefault(label, (source[pred.id], pred.lineno))
+    if len(decodings) > 1:
+        seen = ", ".join(f"{label} ({path}, line {line})" for label, (path, line) in decodings.items())
+        raise LakeshiftError(
+            f"{where}: the predictions mix decodings ({seen}): one accuracy would pool them; score each "
+            "decoding's files on their own"
+        )
