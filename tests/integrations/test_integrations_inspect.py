@@ -466,3 +466,27 @@ def test_what_the_provider_cannot_honour_is_one_line_before_any_sample(tmp_path,
     )
     assert "Traceback" not in printed and not list((tmp_path / "logs").glob("*"))
     assert printed.strip().startswith(message), printed
+
+
+@pytest.mark.slow
+def test_the_provider_answers_requests_that_arrive_together_in_one_backend_call(data, tmp_path, monkeypatch):
+    """inspect sends one request per sample; the provider hands those that arrive together to one
+    ``HFBackend.run`` (one batch), with inspect's settings as the decoding."""
+    from lakeshift.models.backends.hf import HFBackend
+
+    calls: list[tuple[int, object]] = []
+    run = HFBackend.run
+
+    def counted(self, items, decoding, emit):
+        calls.append((len(items), decoding))
+        return run(self, items, decoding, emit)
+
+    monkeypatch.setattr(HFBackend, "run", counted)
+    task = frozenlake(split="id-test", input="grid", cot="grid", data=str(data), prompt="map-only")
+    [log] = inspect_eval(
+        task, model="lakeshift/mini-cells-base", max_tokens=8, log_dir=str(tmp_path / "logs"), display="none"
+    )
+    assert log.status == "success" and len(log.samples) == 8
+    assert [n for n, _ in calls] == [8]
+    decoding = calls[0][1]
+    assert (decoding.max_new_tokens, decoding.temperature, decoding.greedy) == (8, 0.0, True)

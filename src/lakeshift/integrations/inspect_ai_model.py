@@ -224,6 +224,8 @@ class LakeshiftModelAPI(ModelAPI):
         if given:
             raise LakeshiftError(f"the lakeshift provider does not implement {', '.join(given)}")
         max_new_tokens = self._check_max_tokens(config.max_tokens)
+        if config.max_connections:  # inspect lets this many requests wait at once: one batch may hold them
+            self._batcher.limit = config.max_connections
         request = next(self._ids)
         messages, images = self._messages(input, request)
         if images:
