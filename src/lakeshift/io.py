@@ -528,3 +528,26 @@ def output_lock(out: str | Path, command: str = "lakeshift") -> Iterator[Path]:
         yield lock
     finally:
         os.close(fd)  # releases the flock
+
+
+#: Characters a terminal or a text viewer acts on instead of showing: C0 and C1 controls (escape sequences
+#: set the window title or clear the screen), DEL, and the bidirectional overrides that reorder a line.
+_CONTROL_CHARS = frozenset(
+    [
+        *map(chr, range(0x20)),
+        *map(chr, range(0x7F, 0xA0)),
+        "\u2028",
+        "\u2029",
+        *map(chr, range(0x202A, 0x202F)),
+    ]
+    + [*map(chr, range(0x2066, 0x206A))]
+)
+
+
+def printable(text: object) -> str:
+    """``text`` safe to print or write as one line of text: each control character taken from a file (an
+    escape sequence in a model name, a newline in a label) is shown as its escape (``\\x1b``, ``\\n``)."""
+    s = str(text)
+    if not any(ch in _CONTROL_CHARS for ch in s):
+        return s
+    return "".join(ch.encode("unicode_escape").decode("ascii") if ch in _CONTROL_CHARS else ch for ch in s)
