@@ -539,8 +539,8 @@ _CONTROL_CHARS = frozenset(
         "\u2028",
         "\u2029",
         *map(chr, range(0x202A, 0x202F)),
+        *map(chr, range(0x2066, 0x206A)),
     ]
-    + [*map(chr, range(0x2066, 0x206A))]
 )
 
 
