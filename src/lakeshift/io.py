@@ -504,6 +504,7 @@ def output_lock(out: str | Path, command: str = "lakeshift") -> Iterator[Path]:
     """
     lock = lock_path(out)
     _check_parents(Path(out))
+    refuse_inside_locked(out, command)
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -514,8 +515,8 @@ def output_lock(out: str | Path, command: str = "lakeshift") -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            who = f" (pid {holder})" if holder.isdigit() else ""
+            holder = _holder(fd)
+            who = f" (pid {holder})" if holder is not None else ""
             raise LakeshiftError(
                 f"{out} is being written by another {command} run{who}; wait for it to finish or choose "
                 f"another output (lock {lock})"
@@ -528,6 +529,60 @@ def output_lock(out: str | Path, command: str = "lakeshift") -> Iterator[Path]:
         yield lock
     finally:
         os.close(fd)  # releases the flock
+
+
+def _holder(fd: int) -> int | None:
+    """The pid a lock file records (its last holder), or ``None``."""
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def locked_parent(out: str | Path) -> tuple[Path, int | None] | None:
+    """The folder above ``out`` that another process holds locked with :func:`output_lock` (a study's
+    workdir while ``lakeshift run`` writes it), and the holder's pid; ``None`` when there is none.
+
+    The process holding the lock and its children (a study's stages, run in process or as its own
+    subprocesses) are not "another process": they write there for it.
+    """
+    path = Path(os.path.realpath(out))
+    for parent in path.parents:
+        if not parent.name:
+            break
+        lock = parent.parent / f".{parent.name}.lock"
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:  # no lock file: nobody ever locked this folder
+            continue
+        try:
+            # A shared lock conflicts with the holder's exclusive one (even within one process: flock locks
+            # belong to open file descriptions); it is given back at once.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            holder = _holder(fd)
+            if holder not in (os.getpid(), os.getppid()):
+                return parent, holder
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return None
+
+
+def refuse_inside_locked(out: str | Path, command: str = "lakeshift") -> None:
+    """Refuses an output inside a folder that another process is writing (:func:`locked_parent`).
+
+    Raises:
+        LakeshiftError: naming the output, the locked folder and its holder's pid.
+    """
+    found = locked_parent(out)
+    if found is not None:
+        folder, holder = found
+        who = f" (pid {holder})" if holder is not None else ""
+        raise LakeshiftError(
+            f"{out} lies inside {folder}, which another lakeshift run{who} is writing (a study's workdir); "
+            f"{command} would change it under that run: wait for it to finish or choose an output outside it"
+        )
 
 
 #: Characters a terminal or a text viewer acts on instead of showing: C0 and C1 controls (escape sequences

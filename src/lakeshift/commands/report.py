@@ -96,8 +96,10 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from lakeshift.io import check_output
+    from lakeshift.io import check_output, refuse_inside_locked
     from lakeshift.report import build_report, references, terminal_summary
+
+    refuse_inside_locked(args.out, "lakeshift report")  # a study's workdir while its run writes it
 
     # An unknown --reference fails before any scoring.
     reference = references.load(args.reference) if args.reference else None

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
+
+if TYPE_CHECKING:
+    from lakeshift.studies import Study
 
 DEMO_CONFIG = Path(__file__).resolve().parents[1] / "studies" / "demo.yaml"
 
@@ -63,26 +67,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lakeshift.io import output_lock
-    from lakeshift.studies import load_study, run_study
+    from lakeshift.studies import load_study
 
     study = load_study(args.config, args.workdir)
     if args.models:
         study = study.only(args.models)
+    return _run_locked(study, args.dry_run, "lakeshift run")
+
+
+def _run_locked(study: Study, dry_run: bool, command: str) -> int:
+    """Runs ``study`` holding its workdir's lock: one writer per workdir, whichever command it is."""
+    from lakeshift.io import output_lock
+    from lakeshift.studies import run_study
+
     if study.workdir.exists() and not study.workdir.is_dir():
         raise LakeshiftError(f"workdir {study.workdir} is a file; expected a folder")
-    if args.dry_run:
+    if dry_run:
         return run_study(study, dry_run=True)
-    with output_lock(study.workdir, "lakeshift run"):  # one study run per workdir
+    with output_lock(study.workdir, command):
         return run_study(study)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from lakeshift.studies import plan_study, read_study_config, run_study
+    from lakeshift.studies import plan_study, read_study_config
 
     cfg = read_study_config(DEMO_CONFIG)
     if args.max_minutes is not None:
         train = cfg.data["train"]
         del train["max_steps"]
         train["max_minutes"] = args.max_minutes
-    return run_study(plan_study(cfg, args.workdir), dry_run=args.dry_run)
+    return _run_locked(plan_study(cfg, args.workdir), args.dry_run, "lakeshift demo")
