@@ -209,3 +209,20 @@ def test_figures_at_20_runs_render_readably(figures20: tuple, tmp_path: Path) ->
     ink = sum(n for n, p in counts if min(p) < 200) / sum(n for n, _ in counts)
     colours = {(r // 32, g // 32, b // 32) for _, (r, g, b) in counts}
     assert ink > 0.03 and len(colours) > 20  # lines in many colours, not a blank or broken page
+
+
+def test_a_model_output_that_opens_a_comment_and_a_script_leaves_the_page_working(tmp_path: Path) -> None:
+    browser = find_chromium()
+    data = make_suite(tmp_path, per_size=2)
+    runs = tmp_path / "runs"
+    noisy_predictions(data, runs, "m", 3)
+    path = runs / "m" / "id-test.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(dict(r, output="<!--<script>" + r["output"])) + "\n" for r in rows))
+    out = tmp_path / "out"
+    build_report([RunInput(path, data / "id-test" / "maps.jsonl", {"model": "m"})], out, progress=False)
+    res = run_browser(browser, (out / "report.html").as_uri(), tmp_path / "u", "--dump-dom")
+    dom = res.stdout
+    assert _attr(dom, "data-ready") == "1" and _attr(dom, "data-errors") == "0", res.stderr[-2000:]
+    assert int(_attr(dom, "data-visible") or 0) > 0
+    assert "&lt;!--&lt;script&gt;" in dom

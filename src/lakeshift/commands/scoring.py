@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.io import jsonl_files
+from lakeshift.io import jsonl_files, printable
 from lakeshift.scoring import COMPAT_MODES
 
 
@@ -63,7 +63,7 @@ def print_warnings(warnings: list[str], limit: int = 10) -> None:
         return
     print(f"warnings: {len(warnings)}", file=sys.stderr)
     for w in warnings[:limit]:
-        print(f"  {w}", file=sys.stderr)
+        print(f"  {printable(w)}", file=sys.stderr)
     if len(warnings) > limit:
         print(f"  ... {len(warnings) - limit} more", file=sys.stderr)
 
@@ -89,14 +89,16 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.out:
         write_jsonl(args.out, (r.to_json() for r in records))
     summary = summarize(records)
+    # Paths, decodings and ids come from files and their names: printed with their control characters
+    # escaped, so a row cannot retitle or clear the terminal.
     print(
-        f"{paths[0] if len(paths) == 1 else f'{len(paths)} files ({paths[0]}, ...)'}: "
+        f"{printable(paths[0]) if len(paths) == 1 else f'{len(paths)} files ({printable(paths[0])}, ...)'}: "
         f"{len(preds.predictions)} predictions for {len(maps)} maps"
         + (f" (compat {args.compat})" if args.compat else "")
     )
     decodings = sorted({r.decoding for r in records if r.decoding})
     if decodings:
-        print(f"decoding: {', '.join(decodings)}")
+        print(f"decoding: {printable(', '.join(decodings))}")
     print(fmt_summary(summary))
     traced = [r.trace for r in records if r.trace is not None and r.trace.faithful is not None]
     if traced:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.io import atomic_write, jsonl_stem, write_jsonl
+from lakeshift.io import atomic_write, jsonl_stem, printable, write_jsonl
 from lakeshift.report import analysis
 from lakeshift.report.analysis import Cell, RunKey, run_key, run_sort_key
 from lakeshift.report.figures import (
@@ -139,7 +139,7 @@ def build_report(
         files += paths.values()
 
     with atomic_write(out / "warnings.txt") as f:
-        f.write("".join(w + "\n" for w in warnings))
+        f.write("".join(printable(w) + "\n" for w in warnings))
     files.append(out / "warnings.txt")
     html_path = out / "report.html"
     report_html.write_report(
@@ -405,7 +405,12 @@ def _write_long_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
             w = csv.DictWriter(f, fieldnames=fieldnames, lineterminator="\n")
             w.writeheader()
             for row in rows:
-                w.writerow({k: "" if v is None else v for k, v in row.items()})
+                w.writerow(
+                    {
+                        k: "" if v is None else printable(v) if isinstance(v, str) else v
+                        for k, v in row.items()
+                    }
+                )
     return path
 
 
@@ -457,7 +462,8 @@ def terminal_summary(report_dir: Path, width: int = 80) -> str:
             )
     # A run is its model name, unless two runs share it (one model name, two formats): then its formats too.
     names = Counter(model for model, _, _ in runs)
-    cells = {(m if names[m] == 1 else f"{m} ({i} / {c})"): v for (m, i, c), v in runs.items()}
+    cells = {printable(m if names[m] == 1 else f"{m} ({i} / {c})"): v for (m, i, c), v in runs.items()}
+    cells = {m: {printable(s): v for s, v in by_split.items()} for m, by_split in cells.items()}
     splits = sorted({split for by_split in cells.values() for split in by_split}, key=split_order)
     if not splits:
         return ""

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakeshift.io import atomic_write
+from lakeshift.io import atomic_write, printable
 from lakeshift.report.analysis import Cell, RunKey, run_sort_key
 from lakeshift.report.references import Reference
 from lakeshift.report.tables import COT_NAMES, INPUT_NAMES, iter_unique, run_labels, split_order
@@ -138,6 +138,7 @@ def _model_label(key: RunKey) -> str:
 
 def _short(name: str, limit: int = 30) -> str:
     """A model name for a legend: long names keep their informative tail."""
+    name = printable(name)
     return name if len(name) <= limit else "..." + name[-(limit - 3) :]
 
 
@@ -226,7 +227,7 @@ def _legend_beside(ax: Any, handles: Sequence[Any], labels: Sequence[str], ncol:
     if handles:
         ax.legend(
             handles,
-            labels,
+            [printable(label) for label in labels],
             loc="center left",
             bbox_to_anchor=(1.02, 0.5),
             fontsize=7,

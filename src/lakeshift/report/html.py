@@ -204,9 +204,15 @@ def _run_label(rec: ScoredRecord) -> str:
     return " | ".join("?" if v is None and k not in rec.extra else str(v) for k, v in parts)
 
 
+#: What the embedded JSON must not hold literally: ``</script`` would close its element and ``<!--`` open
+#: a comment that swallows the page's own script (JSON strings allow the \u escapes); U+2028/9 end lines
+#: in older JavaScript parsers.
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _json_script(obj: Any) -> str:
-    # "</" would close the <script> element early; JSON allows the escaped form.
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return "".join(_SCRIPT_UNSAFE.get(ch, ch) for ch in text)
 
 
 def write_report(

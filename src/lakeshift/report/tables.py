@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakeshift.io import atomic_write
+from lakeshift.io import atomic_write, printable
 from lakeshift.report import analysis
 from lakeshift.report.analysis import Cell, RunKey, run_sort_key
 from lakeshift.report.references import Reference
@@ -97,7 +97,7 @@ class Table:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(self.label_columns + self.flat_columns())
         for labels, values in self.rows:
-            w.writerow([*labels, *("" if v is None else round(v, 4) for v in values)])
+            w.writerow([*map(printable, labels), *("" if v is None else round(v, 4) for v in values)])
         return buf.getvalue()
 
     def to_latex(self) -> str:
@@ -172,7 +172,7 @@ def _md(s: str) -> str:
 
     ``_`` is escaped only where it could open or close emphasis (next to a space or an end of the label), so
     names such as ``grid__none`` stay as they are."""
-    s = " ".join(str(s).splitlines())
+    s = printable(" ".join(str(s).splitlines()))
     out = []
     for i, ch in enumerate(s):
         edge = i == 0 or i == len(s) - 1 or s[i - 1].isspace() or s[i + 1].isspace()
@@ -181,7 +181,7 @@ def _md(s: str) -> str:
 
 
 def _tex(s: str) -> str:
-    s = "".join(_TEX_SPECIAL.get(ch, ch) for ch in " ".join(str(s).splitlines()))
+    s = "".join(_TEX_SPECIAL.get(ch, ch) for ch in printable(" ".join(str(s).splitlines())))
     return s.replace("d\\_inf", "$d_\\infty$").replace("<=", "$\\leq$").replace(">=", "$\\geq$")
 
 

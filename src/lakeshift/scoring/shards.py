@@ -189,7 +189,7 @@ def _check_pooling(
             label = decoding_label(decoding)
             decodings.setdefault(label, (source[pred.id], pred.lineno))
     if len(decodings) > 1:
-        seen = ", ".join(f"{label} ({path}, line {line})" for label, (path, line) in decodings.items())
+        seen = ", ".join(f"{label!r} ({path}, line {line})" for label, (path, line) in decodings.items())
         raise LakeshiftError(
             f"{where}: the predictions mix decodings ({seen}): one accuracy would pool them; score each "
             "decoding's files on their own"
