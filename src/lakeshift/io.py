@@ -17,7 +17,6 @@ the first record or the file's magic bytes, never a full read):
 from __future__ import annotations
 
 import errno
-import fcntl
 import functools
 import gzip
 import hashlib
@@ -502,6 +501,9 @@ def output_lock(out: str | Path, command: str = "lakeshift") -> Iterator[Path]:
     Raises:
         LakeshiftError: another process holds the lock (its pid named), or the lock cannot be created.
     """
+    # Imported here: fcntl is POSIX only, and `import lakeshift` must work on every platform.
+    import fcntl
+
     lock = lock_path(out)
     _check_parents(Path(out))
     refuse_inside_locked(out, command)
@@ -544,6 +546,8 @@ def locked_parent(out: str | Path) -> tuple[Path, int | None] | None:
     The process holding the lock and its children (a study's stages, run in process or as its own
     subprocesses) are not "another process": they write there for it.
     """
+    import fcntl
+
     path = Path(os.path.realpath(out))
     for parent in path.parents:
         if not parent.name:
