@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
+from lakeshift.errors import LakeshiftError
+
 RULES_VERSION = "v1"
 
 Cell = tuple[int, int]
@@ -58,8 +60,9 @@ TieBreak = Literal["direct", "priority", "uniform"]
 TIE_BREAKS: tuple[str, ...] = ("direct", "priority", "uniform")
 
 
-class MapError(ValueError):
-    """A map description that is not a valid FrozenLake map."""
+class MapError(LakeshiftError, ValueError):
+    """A map description that is not a valid FrozenLake map (a :class:`LakeshiftError`, and a ``ValueError``
+    as before)."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 Every text format has a module with ``render_state(state, ...) -> str`` and ``parse(text) -> BoardState``;
 this package dispatches on the format name:
 
-* :func:`render` draws a :class:`~lakeshift.env.FrozenLakeMap` (optionally with the player moved to another
-  cell, for the intermediate states of a CoT trace);
+* :func:`render` draws a :class:`~lakeshift.env.FrozenLakeMap` in any input format, the image included
+  (optionally with the player moved to another cell, for the intermediate states of a CoT trace);
 * :func:`parse` reads one map block back (as a model writes it: surrounding whitespace is ignored) and
   raises :class:`FormatError` with a reason when the text is malformed;
 * :func:`file_text` gives the exact contents of VSP's reference files (``pure_text/*.txt`` has no trailing
@@ -25,15 +25,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
+from typing import TYPE_CHECKING, Literal, overload
 
 from lakeshift.env import Cell, FrozenLakeMap, MapError
+from lakeshift.errors import LakeshiftError
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 INPUT_FORMATS: tuple[str, ...] = ("image", "desc", "table", "grid")
 TEXT_FORMATS: tuple[str, ...] = ("desc", "table", "grid")
 TABLE_STYLES: tuple[str, ...] = ("compact", "aligned")
 
 
-class FormatError(ValueError):
+class FormatError(LakeshiftError, ValueError):
     """Text that is not a well-formed map in the expected format (the message says why)."""
 
 
@@ -198,12 +203,27 @@ def _module(fmt: str) -> ModuleType:
     return module
 
 
-def render(m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str | None = None) -> str:
-    """Draws map ``m`` in a text format (no trailing newline).
+# A literal "image" is a str too: the overlap is the point (the image, else text), as in typeshed's open().
+@overload
+def render(  # type: ignore[overload-overlap]
+    m: FrozenLakeMap, fmt: Literal["image"], *, player: Cell | None = None, style: str | None = None
+) -> Image.Image: ...
+
+
+@overload
+def render(m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str | None = None) -> str: ...
+
+
+def render(
+    m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str | None = None
+) -> str | Image.Image:
+    """Draws map ``m`` in an input format: the text (no trailing newline), or for ``"image"`` gymnasium's
+    frame as a Pillow ``RGB`` image (:func:`lakeshift.formats.image.render_image`; ``render_rgb`` gives
+    the array).
 
     Args:
         m: The map.
-        fmt: ``"desc"``, ``"table"`` or ``"grid"``.
+        fmt: ``"image"``, ``"desc"``, ``"table"`` or ``"grid"`` (:data:`INPUT_FORMATS`).
         player: Draw the player here instead of at the start (an intermediate CoT state).
         style: Table only: ``"compact"`` (default, VSP's files) or ``"aligned"`` (the paper's figure).
 
@@ -223,7 +243,16 @@ def render(m: FrozenLakeMap, fmt: str, *, player: Cell | None = None, style: str
         The player is at: row 3, column 1;
         The hole(s) are at: Row 2, Column 2; Row 3, Column 3;
         The goal is at: Row 1, Column 2.
+        >>> render(lake, "image").size  # 64 pixels a cell, as gymnasium draws it
+        (192, 192)
     """
+    if fmt == "image":
+        if style is not None:
+            raise ValueError(f"style {style!r} applies to the table format only")
+        # Imported here: the image module pulls in numpy, pygame and Pillow, which text formats never need.
+        from lakeshift.formats.image import render_image
+
+        return render_image(m, player=player)
     return render_state(BoardState.of(m, player), fmt, style=style)
 
 

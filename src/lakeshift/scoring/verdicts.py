@@ -247,7 +247,7 @@ def _until_terminal(m: FrozenLakeMap, moves: Sequence[str]) -> list[str]:
 
 
 def score_output(
-    sm: ScoringMap,
+    sm: ScoringMap | FrozenLakeMap | Mapping[str, Any],
     output: str,
     *,
     compat: str | None = None,
@@ -257,7 +257,7 @@ def score_output(
     r"""Scores one raw output against one map.
 
     Args:
-        sm: The map.
+        sm: The map: a :class:`ScoringMap`, a :class:`FrozenLakeMap` or a ``maps.jsonl`` record.
         output: The model's raw text.
         compat: Extraction mode (see :data:`COMPAT_MODES`).
         cot: The CoT format of the output (``traces.COT_FORMATS``); ``None`` guesses it from the text.
@@ -267,17 +267,21 @@ def score_output(
         The :class:`Verdict`, with its :class:`TraceCheck` when the trace was checked.
 
     Example:
-        >>> from lakeshift import completion, score_output, scoring_map
-        >>> lake = scoring_map({"id": "figure-3", "rows": ["FGF", "FHF", "FSH"]})
+        >>> from lakeshift import FrozenLakeMap, completion, score_output
+        >>> lake = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
         >>> score_output(lake, r"The answer: \boxed{LEFT, UP, UP, RIGHT}").verdict
         'success'
-        >>> verdict = score_output(lake, r"\boxed{U}")
+        >>> verdict = score_output({"id": "figure-3", "rows": ["FGF", "FHF", "FSH"]}, r"\boxed{U}")
         >>> verdict.verdict, verdict.fell_at
         ('fell_in_hole', 1)
-        >>> trace = completion(lake.map, ["LEFT", "UP", "UP", "RIGHT"], "grid")
+        >>> trace = completion(lake, ["LEFT", "UP", "UP", "RIGHT"], "grid")
         >>> score_output(lake, trace).trace.faithful
         True
     """
+    if isinstance(sm, FrozenLakeMap):
+        sm = ScoringMap("map", sm, {"size": sm.size, "d_inf": sm.d_inf})
+    elif not isinstance(sm, ScoringMap):
+        sm = scoring_map({"id": "map", **sm})
     ex = extract(output, compat)
     verdict = judge(sm, ex, compat)
     if check_trace:
