@@ -23,7 +23,7 @@ from model_fixtures import FakeOpenAI
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import lock_path, output_lock
-from tests.cli_checks import quiet_main
+from tests.cli_checks import one_error_line, quiet_main
 
 HOLDER = """\
 import sys, time
@@ -159,6 +159,49 @@ def test_second_generate_train_predict_run_are_refused(data: Path, tmp_path: Pat
     code, err = quiet_main([*cases["generate"][1], "--no-progress", "--workers", "1", "--no-images"])
     assert code == 0, err
     assert (tmp_path / "gen" / "suite.json").is_file()
+
+
+def test_demo_takes_the_lock_of_its_workdir(tmp_path: Path) -> None:
+    work = tmp_path / "demo"
+    # A folder the demo would refuse to replace, so that a demo that took no lock would fail at once (with
+    # another message) instead of generating and training.
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "mine.txt").write_text("not the demo's\n")
+    with holder(work) as proc:
+        code, err = quiet_main(["demo", "--workdir", work])
+        refused(code, err, work, proc.pid)
+        # A plan writes nothing and takes no lock: it gets as far as the folder it would not replace.
+        code, err = quiet_main(["demo", "--workdir", work, "--dry-run"])
+        one_error_line(code, err, "data exists but was not written by study 'demo'")
+    assert sorted(p.name for p in work.rglob("*")) == ["data", "mine.txt"]
+
+
+def test_writers_into_a_study_workdir_that_a_run_holds_are_refused(
+    data: Path, tmp_path: Path, slow_server
+) -> None:
+    work = tmp_path / "work"
+    inside = {
+        "generate": [
+            *("generate", "--suite", "tiny", "--out", work / "data", "--force", "--seed", "7"),
+            *("--no-progress", "--workers", "1", "--no-images"),
+        ],
+        "train": [
+            *("train", "--data", data, "--split", "id-test", "--input", "grid", "--cot", "none"),
+            *("--model", "micro", "--max-steps", "1", "--out", work / "models" / "grid__none"),
+        ],
+        "predict": predict_argv(data, slow_server.url, work / "predictions" / "f" / "id-test.jsonl"),
+        "report": ["report", tmp_path / "runs", "--data", data, "--out", work / "report"],
+    }
+    with holder(work) as proc:  # a study's run writing its workdir
+        for name, argv in inside.items():
+            code, err = quiet_main(argv)
+            line = one_error_line(code, err, f"lies inside {work.resolve()}", f"(pid {proc.pid})")
+            assert line.startswith(f"lakeshift {name}: error: "), line
+    assert not work.exists()
+    # Beside the workdir, and once the run is gone, the same generate writes.
+    code, err = quiet_main(inside["generate"])
+    assert code == 0, err
+    assert (work / "data" / "suite.json").is_file()
 
 
 @pytest.mark.slow

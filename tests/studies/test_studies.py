@@ -510,3 +510,29 @@ def test_an_extended_study_names_the_file_and_line_of_each_mistake(tmp_path: Pat
     base.write_text(f"extends: {child}\nname: base\n")
     with pytest.raises(LakeshiftError, match=r"extends: .* \(a cycle\)"):
         load_study(child)
+
+
+@pytest.mark.parametrize("name", ["'../../escape'", "''", "null", "a/b", ".hidden"])
+def test_a_study_name_that_is_not_a_plain_name_is_refused(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.cli_checks import one_error_line, quiet_main
+
+    # The default workdir is runs/NAME: a name such as ../../escape, '' or null would put it elsewhere.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    path = write(tmp_path, f"name: {name}\ndata: {{suite: tiny}}\nmodels:\n  - {{input: grid, cot: none}}\n")
+    for argv in (["run", path, "--dry-run"], ["run", path]):
+        code, err = quiet_main(argv)
+        one_error_line(code, err, f"{path}:1: name: study name", "must be a plain name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "study.yaml"]
+
+
+def test_a_split_name_that_is_a_path_never_leaves_the_task_folder(tmp_path: Path) -> None:
+    from tests.cli_checks import one_error_line, quiet_main
+
+    out = tmp_path / "lm" / "x"
+    for splits in ("../../pwn", "id-test,..", ".hidden"):
+        code, err = quiet_main(["lmms-eval-tasks", "--out", out, "--splits", splits])
+        one_error_line(code, err, "--splits: split", "must be a plain name")
+    assert not (tmp_path / "lm").exists() and not (tmp_path / "pwn.jsonl").exists()

@@ -19,7 +19,7 @@ from lakeshift.options import to_argv
 from lakeshift.report.options import ReportOptions
 from lakeshift.studies import estimates
 from lakeshift.studies.schema import DataSection
-from lakeshift.studies.stages import Stage, Study, stage_key
+from lakeshift.studies.stages import Stage, Study, new_plan, stage_key
 from lakeshift.studies.validate import (
     check_argv,
     check_decoding,
@@ -45,6 +45,7 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         LakeshiftError: an unknown key, format, split or model, or stages that cannot be satisfied; the
             message names the key and its line in the file.
     """
+    new_plan()  # its keys name the source as it is now (a process may plan more than once)
     data = check_top_level(cfg)
     name = data["name"]
     workdir = Path(workdir_override or data.get("workdir") or Path("runs") / name)
@@ -64,6 +65,8 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
         predict_stages += [st for st in model_stages if st.kind == "predict"]
     stages.append(_plan_report(data.get("report") or {}, predict_stages, plan, workdir))
     check_argv(cfg, stages[-1], "report")
+    for stage in stages:
+        stage.study = name
     return Study(name, workdir, stages, data.get("budget_minutes"), data.get("train_jobs", 1))
 
 
@@ -173,8 +176,16 @@ def _plan_model(
             "run_dir": stage.outputs[0],
             "input": entry["input"],
             "cot": entry["cot"],
+            "marker": stage.marker,
         }
+    # what its predictions read: the data, and the model trained here or by its init
+    reads = [plan.stage.marker, *(st.marker for st in stages)]
+    if predict_only and init is not None:
+        reads.append(init["marker"])
     stages += _predict_stages(cfg, where, entry, mname, model_ref, model_key, pcfg, plan, workdir)
+    for stage in stages:
+        if stage.kind == "predict":
+            stage.after = reads
     for stage in stages:
         check_argv(cfg, stage, where)
     return stages
@@ -197,7 +208,7 @@ def _train_stage(
         key = stage_key({"grpo": init["key"], "data": plan.gen_key, **tcfg})
         options = {**given, "model": str(init["run_dir"]), "out": str(run_dir), **tcfg}
         argv = ["train", "--method", "grpo", *to_argv(options, GrpoOptions)]
-        stage = Stage("train", mname, key, argv, record, [run_dir])
+        stage = Stage("train", mname, key, argv, record, [run_dir], after=[plan.stage.marker, init["marker"]])
         # GRPO's rate is not measured: only its time budget counts
         stage.estimate_s = estimates.train_seconds(
             [], entry["input"], entry["cot"], "", epochs=None, max_minutes=tcfg.get("max_minutes")
@@ -206,7 +217,7 @@ def _train_stage(
     model_spec = {**tcfg, "model": entry.get("model") or tcfg.get("model", "tiny")}
     key = stage_key({"data": plan.gen_key, "input": entry["input"], "cot": entry["cot"], **model_spec})
     argv = ["train", *to_argv({**given, "out": str(run_dir), **model_spec}, TrainOptions)]
-    stage = Stage("train", mname, key, argv, record, [run_dir])
+    stage = Stage("train", mname, key, argv, record, [run_dir], after=[plan.stage.marker])
     groups = _limited(plan.groups.get(tcfg.get("split", "id-train"), []), None, tcfg.get("limit"))
     stage.estimate_s = estimates.train_seconds(
         groups,
@@ -301,7 +312,10 @@ def _plan_report(
         "images": bool(plan.dcfg.get("images", DataSection.images)),
     }
     argv = ["report", *to_argv(options, ReportOptions)]
-    return Stage("report", "report", report_key, argv, workdir / "stages" / "report.json", [report_dir])
+    reads = [plan.stage.marker, *(s.marker for s in predict_stages)]
+    return Stage(
+        "report", "report", report_key, argv, workdir / "stages" / "report.json", [report_dir], after=reads
+    )
 
 
 def load_study(path: str | Path, workdir: str | Path | None = None) -> Study:

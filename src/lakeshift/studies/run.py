@@ -22,8 +22,14 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
     out = out or sys.stderr
     from lakeshift.cli import main as cli_main
 
+    other = study.other_study()
+    if other is not None:
+        raise LakeshiftError(
+            f"workdir {study.workdir} holds the results of study {other[0]!r} ({other[1]}); study "
+            f"{study.name!r} would replace them: give it another workdir"
+        )
     counts = study.summary()
-    todo = [s for s in study.stages if not s.done()]
+    todo = _todo(study)
     print(
         f"study {study.name!r} in {study.workdir}: {counts.get('train', 0)} training runs, "
         f"{counts.get('predict', 0)} prediction runs; {len(todo)} of {len(study.stages)} stages to do",
@@ -47,6 +53,8 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
             s in todo and s.recorded_key() is not None and s.recorded_code() != study_stages.code_identity()
         )
         note = f" (made by other code: {s.recorded_code() or 'an older lakeshift'})" if stale else ""
+        if s in todo and not stale and s.recorded_key() == s.key:
+            note = f" ({s.why_not_done() or 'a stage it reads is to be redone'})"
         print(f"  [{state:6}] {s.kind:8} {s.name}{note}", file=out)
         if dry_run:
             print(f"           lakeshift {' '.join(s.argv)}", file=out)
@@ -58,14 +66,25 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
     at_once = study.concurrent(todo)
     for s in todo:
         if s in at_once:
-            rc = _train_at_once(at_once, study.train_jobs, out) if s is at_once[0] else 0
+            if s is at_once[0]:
+                _check_source(study)
+                batch = [t for t in at_once if not t.done()]
+                rc = _train_at_once(batch, study.train_jobs, out) if batch else 0
+            else:
+                rc = 0
+        elif s.done():  # what it reads was redone and came out the same
+            print(f"\n== {s.kind}: {s.name}: still cached (what it reads is unchanged)", file=out)
+            rc = 0
         else:
             print(f"\n== {s.kind}: {s.name}", file=out)
+            _check_source(study)
             argv = _prepare(s, out)
             t0 = time.time()
             rc = cli_main(argv)
             if rc == 0:
-                s.mark_done(time.time() - t0)
+                changed = _finish(s, time.time() - t0)
+                if changed:
+                    raise LakeshiftError(changed)
             else:
                 print(
                     f"stage {s.kind} {s.name} failed (exit {rc}); rerun the same command to resume",
@@ -83,6 +102,42 @@ def run_study(study: Study, *, dry_run: bool = False, out: TextIO | None = None)
     return 0
 
 
+def _todo(study: Study) -> list[Stage]:
+    """The stages to run: those not done, and those after them (which read what they will remake; each is
+    checked again when its turn comes, and skipped if what it reads came out the same)."""
+    redo: set[str] = set()
+    for s in study.stages:
+        if not s.done() or any(str(m) in redo for m in s.after):
+            redo.add(str(s.marker))
+    return [s for s in study.stages if str(s.marker) in redo]
+
+
+def _check_source(study: Study) -> None:
+    """Refuses to start a stage when lakeshift's source changed since the study was planned: its key names
+    the planned code, and modules imported from now on would be the edited ones."""
+    now = study_stages.source_identity()
+    if now != study_stages.code_identity():
+        raise LakeshiftError(
+            f"lakeshift's source changed while study {study.name!r} ran (planned with "
+            f"{study_stages.code_identity()}, now {now}); rerun the same command to go on with the new code"
+        )
+
+
+def _finish(s: Stage, seconds: float) -> str | None:
+    """Marks a stage that ran done, unless lakeshift's source changed while it ran: then its results are
+    recorded as not to be served (a rerun redoes it) and the reason is returned."""
+    now = study_stages.source_identity()
+    if now == study_stages.code_identity():
+        s.mark_done(seconds)
+        return None
+    s.mark_unrecorded(now)
+    return (
+        f"lakeshift's source changed while stage {s.kind} {s.name} ran (planned with "
+        f"{study_stages.code_identity()}, now {now}): its results are not recorded as done; rerun the same "
+        "command to redo it with the new code"
+    )
+
+
 def _prepare(s: Stage, out: TextIO) -> list[str]:
     """Clears what a stage made with other settings or code and writes its input files; returns its argv
     (``--resume`` added to a training run interrupted after a checkpoint)."""
@@ -96,6 +151,8 @@ def _prepare(s: Stage, out: TextIO) -> list[str]:
                 f"now {study_stages.code_identity()}): redoing it",
                 file=out,
             )
+        elif s.recorded_key() == s.key:
+            print(f"{s.why_not_done() or 'a stage it reads was redone'}: redoing it", file=out)
         for path in s.outputs:
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     for path, content in s.files.items():
@@ -162,9 +219,11 @@ def _train_at_once(stages: list[Stage], jobs: int, out: TextIO) -> int:
                 s, proc, reader, t0 = job
                 running.remove(job)
                 reader.join()
-                if proc.returncode == 0:
-                    s.mark_done(time.time() - t0)
-                else:
+                changed = _finish(s, time.time() - t0) if proc.returncode == 0 else None
+                if changed:
+                    failed.append((s, 2))
+                    print(changed, file=out)
+                elif proc.returncode != 0:
                     failed.append((s, proc.returncode))
                     print(f"stage train {s.name} failed (exit {proc.returncode})", file=out)
     finally:  # an interrupt (Ctrl-C) stops the trainings too: each resumes from its last checkpoint

@@ -11,10 +11,10 @@ key.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from lakeshift.config import PLAIN_NAME, name_problem
 from lakeshift.data.options import GenerateOptions
 from lakeshift.models.grpo import GrpoOptions
 from lakeshift.models.predict import PredictOptions
@@ -26,12 +26,20 @@ from lakeshift.report.options import ReportOptions
 _MAPPING = instance_of(dict)
 
 
+def _plain_name(value: Any, path: str) -> str | None:
+    """The ``check`` of a study's name, which names its default workdir and is recorded in its markers."""
+    problem = name_problem(value, "study name")
+    return f"{path}: {problem}" if problem else None
+
+
 @dataclass
 class StudyConfig:
     """The top level of a study config."""
 
     extends: str | None = option(help="a study config this one starts from", study=True)
-    name: str | None = option(help="the study's name", study=True)
+    name: str | None = option(
+        check=_plain_name, help="the study's name (its default workdir runs/NAME)", study=True
+    )
     workdir: str | None = option(help="where everything the study writes goes", study=True)
     data: dict[str, Any] | None = option(check=_MAPPING, help="the suite (DataSection)", study=True)
     train: dict[str, Any] | None = option(check=_MAPPING, help="training defaults", study=True)
@@ -112,4 +120,4 @@ GRPO_TRAIN_KEYS: list[str] = config_keys(GrpoOptions, "study", exclude=("model",
 #: The keys of a ``report:`` section: the ``lakeshift report`` options a study may set.
 REPORT_KEYS: list[str] = config_keys(ReportOptions, "study")
 #: A model entry's name: it becomes one folder name under ``WORKDIR/models`` and ``WORKDIR/predictions``.
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
+MODEL_NAME = PLAIN_NAME

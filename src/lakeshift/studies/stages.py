@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import functools
 import hashlib
 import json
 from collections import Counter
@@ -14,6 +13,48 @@ from typing import Any
 
 from lakeshift._version import __version__
 from lakeshift.errors import LakeshiftError
+from lakeshift.io import file_sha256
+
+#: Output files up to this size enter a marker by a sha256 of their bytes; larger ones (model weights) by
+#: their size and modification time, so checking a big model folder stays cheap.
+HASHED_BYTES = 32 * 2**20
+
+
+def _file_print(path: Path) -> str:
+    st = path.stat()
+    if st.st_size <= HASHED_BYTES:
+        return file_sha256(path)
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def outputs_digest(paths: Sequence[Path]) -> str:
+    """A digest of what ``paths`` hold (each a file, a folder of files, or missing): the name, and the bytes
+    or the size and time (:data:`HASHED_BYTES`), of every file. It changes when a file is added, removed,
+    replaced or edited."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path.name}\0".encode())
+        try:
+            if path.is_dir():
+                files = sorted(f for f in path.rglob("*") if f.is_file())
+                for f in files:
+                    digest.update(f"{f.relative_to(path).as_posix()}\0{_file_print(f)}\0".encode())
+            elif path.is_file():
+                digest.update(f"{_file_print(path)}\0".encode())
+            else:
+                digest.update(b"missing\0")
+        except OSError as err:  # unreadable: never the digest of a finished stage
+            digest.update(f"unreadable {err}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def _marker(path: Path) -> dict[str, Any]:
+    """A stage marker's record (``{}``: none, or not one)."""
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):  # ValueError: not UTF-8 or not JSON
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 @dataclass
@@ -29,22 +70,38 @@ class Stage:
     files: dict[Path, Any] = field(default_factory=dict)  # JSON files written before running
     estimate_s: float | None = None  # the time it should take (lakeshift.studies.estimates), None: unknown
     writes: list[Path] = field(default_factory=list)  # what it writes into, when more than its outputs
+    after: list[Path] = field(default_factory=list)  # the markers of the stages whose outputs it reads
+    study: str = ""  # the name of the study it belongs to, recorded in its marker
 
     def recorded_key(self) -> str | None:
-        try:
-            return json.loads(self.marker.read_text()).get("key")
-        except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
-            return None
+        return _marker(self.marker).get("key")
+
+    def made(self) -> list[Path]:
+        """What the stage produces: its outputs and the folders it writes into."""
+        return list(dict.fromkeys([*self.outputs, *self.writes]))
 
     def done(self) -> bool:
-        return self.recorded_key() == self.key
+        """Whether its marker records its key, what it produced is still there unchanged, and what it read
+        (the outputs of the stages it comes ``after``) is what it read then."""
+        return self.why_not_done() is None
+
+    def why_not_done(self) -> str | None:
+        """Why the stage is to be (re)done, or ``None`` when it is done."""
+        info = _marker(self.marker)
+        if info.get("key") != self.key:
+            return "settings or code" if info.get("key") else "never finished"
+        if info.get("outputs") != outputs_digest(self.made()):
+            return "its outputs are missing or changed since it ran"
+        read = info.get("inputs")
+        if not isinstance(read, dict) or any(
+            read.get(m.name) != _marker(m).get("outputs") for m in self.after
+        ):
+            return "a stage it reads was redone since it ran"
+        return None
 
     def recorded_code(self) -> str | None:
         """The :func:`code_identity` the stage was last completed with (``None``: unknown or never)."""
-        try:
-            return json.loads(self.marker.read_text()).get("code")
-        except (OSError, ValueError, AttributeError):  # ValueError: not UTF-8 or not JSON
-            return None
+        return _marker(self.marker).get("code")
 
     def foreign_output(self) -> Path | None:
         """A path the stage writes that exists although the study never started the stage (no marker):
@@ -60,19 +117,33 @@ class Stage:
         """Records that the study started the stage (a marker without a key), so that its outputs are the
         study's to reuse or replace when an interrupted run is resumed."""
         if not self.marker.exists():
-            self.marker.parent.mkdir(parents=True, exist_ok=True)
-            info = {"kind": self.kind, "name": self.name, "started": self.key}
-            self.marker.write_text(json.dumps(info, indent=1) + "\n")
+            info = {"kind": self.kind, "name": self.name, "study": self.study, "started": self.key}
+            self._write(info)
 
     def mark_done(self, seconds: float) -> None:
+        """Records the stage done: its key, the code it ran, a digest of what it produced and of what it
+        read (:meth:`done` checks both)."""
         info = {
             "kind": self.kind,
             "name": self.name,
+            "study": self.study,
             "key": self.key,
             "code": code_identity(),
             "argv": self.argv,
             "seconds": round(seconds, 1),
+            "outputs": outputs_digest(self.made()),
+            "inputs": {m.name: _marker(m).get("outputs") for m in self.after},
         }
+        self._write(info)
+
+    def mark_unrecorded(self, code: str) -> None:
+        """Records that the stage ran but its results are not to be served: a key no plan makes, so a
+        rerun clears its outputs and redoes it (``code``: the source it partly ran)."""
+        self._write(
+            {"kind": self.kind, "name": self.name, "study": self.study, "key": "unrecorded", "code": code}
+        )
+
+    def _write(self, info: dict[str, Any]) -> None:
         self.marker.parent.mkdir(parents=True, exist_ok=True)
         self.marker.write_text(json.dumps(info, indent=1) + "\n")
 
@@ -86,6 +157,15 @@ class Study:
     stages: list[Stage]
     budget_minutes: float | None = None  # the config's `budget_minutes`
     train_jobs: int = 1  # the config's `train_jobs`: SFT training stages run at once
+
+    def other_study(self) -> tuple[str, Path] | None:
+        """Another study whose stage markers are in this workdir (its name and one marker): running this one
+        there would replace its results."""
+        for marker in sorted((self.workdir / "stages").glob("*.json")):
+            other = _marker(marker).get("study")
+            if isinstance(other, str) and other != self.name:
+                return other, marker
+        return None
 
     def concurrent(self, stages: list[Stage]) -> list[Stage]:
         """The stages of ``stages`` that run at once (SFT training, when ``train_jobs`` > 1)."""
@@ -157,11 +237,33 @@ class Study:
         return None
 
 
-@functools.lru_cache(maxsize=1)
+#: The package whose source :func:`source_identity` hashes.
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+
+_planned: str | None = None  # the source_identity of the plan being made or run
+
+
 def code_identity() -> str:
-    """``<version>+<hash>``: lakeshift's version and a sha256 of its source (the path and bytes of every
-    ``.py`` file of the package, in sorted order), computed once per process (~5 ms)."""
-    root = Path(__file__).resolve().parents[1]
+    """The :func:`source_identity` a study is planned with: taken once per plan (:func:`new_plan`), so that
+    every key of one plan names the same code. ``lakeshift run`` compares it with the source on disk when
+    each stage starts and ends, and records nothing made while the source changed."""
+    global _planned
+    if _planned is None:
+        _planned = source_identity()
+    return _planned
+
+
+def new_plan() -> None:
+    """Starts a plan: the next :func:`code_identity` is the source as it is on disk then."""
+    global _planned
+    _planned = None
+
+
+def source_identity() -> str:
+    """``<version>+<hash>``: lakeshift's version and a sha256 of its source as it is on disk now (the path
+    and bytes of every ``.py`` file of the package, in sorted order; ~5 ms)."""
+    root = SOURCE_ROOT
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")

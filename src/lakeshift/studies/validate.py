@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakeshift.config import SourcedConfig, load_yaml
+from lakeshift.config import SourcedConfig, load_yaml, name_problem
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.models.grpo import GrpoOptions
@@ -54,6 +54,8 @@ def check_top_level(cfg: SourcedConfig) -> dict[str, Any]:
     for required in REQUIRED_KEYS:
         if required not in data:
             raise LakeshiftError(f"{cfg.path}: missing required key {required!r}")
+    if data["name"] is None:  # check_config passes a null by: it means "unset" for every other key
+        raise cfg.error("name", f"{name_problem(None, 'study name')}")
     return data
 
 
