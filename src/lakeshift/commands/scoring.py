@@ -149,11 +149,13 @@ def predictions_paths(given: list[Path]) -> list[Path]:
 
 
 def is_predictions_file(path: Path) -> bool:
-    """Whether ``path`` is a predictions file: its first record has ``id`` and ``output``."""
+    """Whether ``path`` is a predictions file (its first record has ``id`` and ``output``) or a harness log
+    read as one (:mod:`lakeshift.scoring.harness_logs`)."""
     from lakeshift.io import first_record
+    from lakeshift.scoring.harness_logs import is_harness_log
 
     first = first_record(path)
-    return first is not None and "id" in first and "output" in first
+    return (first is not None and "id" in first and "output" in first) or is_harness_log(path, first)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

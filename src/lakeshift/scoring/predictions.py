@@ -67,7 +67,10 @@ def _samples(value: Any) -> bool:
 
 
 def _selection(value: Any) -> bool:
-    if not isinstance(value, Mapping) or not set(value) <= {"sizes", "per_size", "limit"}:
+    if not isinstance(value, Mapping) or not set(value) <= {"sizes", "per_size", "limit", "ids"}:
+        return False
+    ids = value.get("ids")
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
         return False
     sizes = value.get("sizes")
     if sizes is not None and not (isinstance(sizes, list) and all(_count(n) for n in sizes)):
@@ -91,7 +94,8 @@ _META_CHECKS: dict[str, Any] = {
 def read_predictions(
     path: str | Path, maps: Mapping[str, ScoringMap], strict: bool = False
 ) -> PredictionsFile:
-    """Reads a predictions JSONL file (``id``, ``output``, optional metadata).
+    """Reads a predictions JSONL file (``id``, ``output``, optional metadata), or a harness log as the
+    predictions rows :func:`lakeshift.scoring.harness_logs.prediction_rows` makes of it.
 
     Without ``strict``, bad records become warnings: a malformed line or an id not in ``maps`` is skipped
     (its map, if any, stays ``missing``); a record without a string ``output`` is kept as ``no_answer``; a
@@ -114,19 +118,26 @@ def read_predictions(
         result.warnings.append(msg)
 
     from lakeshift.io import iter_lines
+    from lakeshift.scoring import harness_logs
 
     # A line that is not UTF-8 is an error even without ``strict``: the file is binary or wrongly encoded,
     # not one torn record (iter_lines names the line and byte offset).
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
+    lines: Iterable[tuple[int, Any]] = (
+        harness_logs.prediction_rows(path) if harness_logs.is_harness_log(path) else iter_lines(path)
+    )
+    for lineno, line in lines:
         where = f"{path}, line {lineno}"
-        try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as err:
-            result.malformed += 1
-            problem(f"{where}: malformed JSON ({getattr(err, 'msg', 'nested too deeply')})")
-            continue
+        if isinstance(line, str):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as err:
+                result.malformed += 1
+                problem(f"{where}: malformed JSON ({getattr(err, 'msg', 'nested too deeply')})")
+                continue
+        else:
+            rec = line
         if not isinstance(rec, dict):
             result.malformed += 1
             problem(f"{where}: expected a JSON object, got {type(rec).__name__}")
@@ -337,7 +348,8 @@ def _shared_meta(preds: PredictionsFile) -> dict[str, Any]:
 def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Mapping[str, ScoringMap]:
     """The maps a predictions file is meant to answer: the union of the subsets named by its records'
     ``selection`` fields (``lakeshift predict --per-size/--sizes/--limit``, see
-    :func:`lakeshift.data.maps.select_maps`), or every map as soon as one record has no selection."""
+    :func:`lakeshift.data.maps.select_maps`; a harness log's ``ids``, the maps it evaluated), or every map
+    as soon as one record has no selection."""
     selections = []
     for p in preds.predictions.values():
         selection = (p.meta or {}).get("selection")
@@ -352,6 +364,9 @@ def selected_maps(maps: Mapping[str, ScoringMap], preds: PredictionsFile) -> Map
     records = [sm.record for sm in maps.values()]
     wanted: set[str] = set()
     for sel in selections:
+        if sel.get("ids") is not None:
+            wanted.update(sel["ids"])
+            continue
         chosen = select_maps(
             records, sizes=sel.get("sizes"), per_size=sel.get("per_size"), limit=sel.get("limit")
         )
