@@ -39,9 +39,14 @@ and redone, and so is everything downstream of it (their keys include its key). 
 settings retrains and re-predicts that model only, then rewrites the report.
 
 The key also holds the code that produces the stage: lakeshift's version and a hash of its source (every
-``lakeshift/**/*.py``, see :func:`code_identity`). Results made by other code are never served from the
-cache: after an upgrade or an edit of the package every stage is redone (the run says so), and a marker
-records the code it was made with.
+``lakeshift/**/*.py``, see :func:`code_identity`), taken when the study is planned and checked again as each
+stage starts and ends. Results made by other code are never served from the cache: after an upgrade or an
+edit of the package every stage is redone (the run says so), a stage during which the source changed is
+not recorded as done, and a marker records the code it was made with.
+
+A marker also records the study's name (a workdir holds one study: another is refused) and a digest of what
+the stage made and of what it read (:func:`~lakeshift.studies.stages.outputs_digest`): a stage whose
+outputs are missing or changed is redone, and so are those that read them, unless they come out the same.
 
 Training at once. With ``train_jobs: N`` (N > 1) the SFT training stages run N at a time, each in its own
 ``python -m lakeshift train`` process with ``cpu_count // N`` threads and its output prefixed with the
