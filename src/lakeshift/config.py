@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import read_text
 
-
 #: A name that becomes one file or folder name (a study, a model entry, a split): letters, digits and
 #: ``. _ + @ = -``, starting with a letter or digit, so it can never be ``..``, empty, hidden or a path.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]{0,127}")
@@ -24,8 +23,8 @@ def name_problem(value: Any, what: str) -> str | None:
     if isinstance(value, str) and PLAIN_NAME.fullmatch(value):
         return None
     return (
-        f"{what} {value!r} must be a plain name (at most 128 letters, digits and . _ + @ = -, starting with a "
-        "letter or digit): it names a folder or file"
+        f"{what} {value!r} must be a plain name (at most 128 letters, digits and . _ + @ = -, starting "
+        "with a letter or digit): it names a folder or file"
     )
 
 
