@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from model_fixtures import FakeOpenAI, generate_split
@@ -131,3 +133,165 @@ def test_per_size_covers_every_size_and_map_only_sends_just_the_map(data, tmp_pa
     assert sent == sorted(formats.render(map_from_record(maps[i]), "grid") for i in first_two)
     image_user = server.requests[4]["messages"][1]["content"]
     assert [p["type"] for p in image_user] == ["image_url"]
+
+
+class KeepAliveOpenAI:
+    """An HTTP/1.1 chat-completions server, as real ones are: it keeps connections open and counts them,
+    fails the first requests as told, and answers the prompts in ``refuse`` the way a content filter does
+    (``"null"``: ``content: null``; ``"filter"``: that with ``finish_reason: content_filter``; ``"400"``:
+    Azure's HTTP 400 ``content_filter`` error). ``drop_idle``: close each connection silently after its
+    answer, as a server whose keep-alive timeout ran out."""
+
+    def __init__(
+        self,
+        answers: dict[str, str],
+        refuse: dict[str, str] | None = None,
+        failures: tuple[int, ...] = (),
+        drop_idle: bool = False,
+    ) -> None:
+        self.answers, self.refuse, self.failures = answers, refuse or {}, list(failures)
+        self.connections = 0
+        self.asked: list[str] = []
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with lock:
+                    outer.connections += 1
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: dict, headers: dict | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+                self.close_connection = drop_idle
+
+            def do_GET(self):
+                self._send(200, {"data": [{"id": "fake"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                user = body["messages"][1]["content"]
+                with lock:
+                    failure = outer.failures.pop(0) if outer.failures else None
+                    outer.asked.append(user)
+                if failure:
+                    self._send(failure, {"error": {"message": "busy"}}, {"Retry-After": "0"})
+                    return
+                kind = outer.refuse.get(user)
+                if kind == "400":
+                    error = {"code": "content_filter", "message": "filtered by the content management policy"}
+                    self._send(400, {"error": error})
+                    return
+                text = None if kind else outer.answers.get(user, "\\boxed{UP}")
+                finish = "content_filter" if kind == "filter" else "stop"
+                choice = {"message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                self._send(200, {"choices": [choice], "usage": {"completion_tokens": 3}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _retry_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("lakeshift predict: openai:")]
+
+
+def test_requests_reuse_kept_alive_connections(data, tmp_path, capsys):
+    server = KeepAliveOpenAI(_answers(data))
+    try:
+        assert _predict(data, tmp_path / "p.jsonl", server.url, "--concurrency", "2") == 0
+    finally:
+        server.close()
+    assert len(server.asked) == 6
+    assert server.connections <= 1 + 2  # the reachability check's, then one per request in flight
+    assert _retry_lines(capsys.readouterr().err) == []
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_without_a_retry(data, tmp_path, capsys):
+    server = KeepAliveOpenAI(_answers(data), drop_idle=True)
+    out = tmp_path / "p.jsonl"
+    try:
+        assert _predict(data, out, server.url, "--concurrency", "1") == 0
+    finally:
+        server.close()
+    assert len(server.asked) == 6 and len(out.read_text().splitlines()) == 6
+    assert _retry_lines(capsys.readouterr().err) == []
+
+
+def test_each_retry_is_one_line_on_stderr(data, tmp_path, capsys):
+    server = KeepAliveOpenAI(_answers(data), failures=(500, 429))
+    try:
+        assert _predict(data, tmp_path / "p.jsonl", server.url, "--concurrency", "1", "--limit", "1") == 0
+    finally:
+        server.close()
+    lines = _retry_lines(capsys.readouterr().err)
+    assert len(lines) == 2
+    assert "HTTP 500" in lines[0] and "retry 1 of 6" in lines[0]
+    assert "HTTP 429" in lines[1] and "retry 2 of 6 in 0.0 s" in lines[1]  # Retry-After: 0 honoured
+
+
+def test_a_prompt_the_server_will_not_answer_is_recorded_as_no_answer_and_the_run_goes_on(
+    data, tmp_path, capsys
+):
+    answers = _answers(data)
+    prompts = sorted(answers)
+    refuse = {prompts[0]: "null", prompts[1]: "filter", prompts[2]: "400"}
+    server = KeepAliveOpenAI(answers, refuse=refuse)
+    out = tmp_path / "p.jsonl"
+    try:
+        assert _predict(data, out, server.url, "--max-retries", "1") == 0
+        asked = len(server.asked)
+        assert asked == 6 + 1  # content: null was asked twice; a filtered prompt once
+        assert _predict(data, out, server.url, "--max-retries", "1") == 0  # the rerun asks nothing again
+        assert len(server.asked) == asked
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert len(rows) == 6
+    user = {json.loads(x)["id"]: json.loads(x)["messages"][1]["content"] for x in _sft_lines(data)}
+    refused = {mid: rows[mid] for mid in rows if user[mid] in refuse}
+    assert len(refused) == 3 and all(r["output"] == "" for r in refused.values())
+    reasons = {refuse[user[mid]]: r for mid, r in refused.items()}
+    assert "content: null" in reasons["null"]["error"] and "2 tries" in reasons["null"]["error"]
+    assert reasons["filter"]["finish_reason"] == "content_filter"
+    assert "content_filter" in reasons["400"]["error"] and "HTTP 400" in reasons["400"]["error"]
+    assert sum("recorded as no_answer" in line for line in _retry_lines(err)) == 3
+    scored = tmp_path / "scored.jsonl"
+    assert (
+        main(
+            [
+                "score",
+                "--maps",
+                str(data / "id-test" / "maps.jsonl"),
+                "--predictions",
+                str(out),
+                "--out",
+                str(scored),
+            ]
+        )
+        == 0
+    )
+    verdicts = {r["id"]: r["verdict"] for r in map(json.loads, scored.read_text().splitlines())}
+    assert {verdicts[mid] for mid in refused} == {"no_answer"}
+    assert all(verdicts[mid] == "success" for mid in rows if mid not in refused)
+
+
+def _sft_lines(data) -> list[str]:
+    return (data / "id-test" / "sft" / "grid__none.jsonl").read_text().splitlines()

@@ -29,11 +29,13 @@ class PromptItem:
 
 @dataclass
 class Generation:
-    """One answer: text, number of generated tokens (None if the backend cannot tell), why it stopped."""
+    """One answer: text, number of generated tokens (None if the backend cannot tell), why it stopped, and
+    ``error``: why there is no text (a prompt the server refuses; the text is then empty)."""
 
     text: str
     n_output_tokens: int | None
     finish_reason: str | None = None
+    error: str | None = None
 
 
 @dataclass

@@ -432,6 +432,7 @@ def predict(
             del pending[item.id]
             answered = [
                 {"output": a.text, "n_output_tokens": a.n_output_tokens, "finish_reason": a.finish_reason}
+                | ({"error": a.error} if a.error else {})
                 for a in answers
                 if a is not None
             ]
