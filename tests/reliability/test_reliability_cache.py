@@ -196,6 +196,11 @@ def test_a_second_study_in_the_workdir_of_another_is_refused(finished, tmp_path:
     assert {json.loads(m)["study"] for m in before.values()} == {"code-cache"}
     code, err = quiet_main(argv)  # its own study goes on there
     assert code == 0 and "nothing to do: every stage is cached" in err, err
+    # A study that extends it is made to share its workdir (its data, its models here).
+    arm = tmp_path / "arm.yaml"
+    arm.write_text(f"extends: {finished[0]}\nname: code-cache-arm\n")
+    code, err = quiet_main(["run", arm, "--workdir", work, "--dry-run"])
+    assert code == 0 and "nothing to do: every stage is cached" in err, err
 
 
 @pytest.mark.slow

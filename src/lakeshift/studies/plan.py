@@ -21,6 +21,7 @@ from lakeshift.studies import estimates
 from lakeshift.studies.schema import DataSection
 from lakeshift.studies.stages import Stage, Study, new_plan, stage_key
 from lakeshift.studies.validate import (
+    bases_of,
     check_argv,
     check_decoding,
     check_defaults,
@@ -66,8 +67,8 @@ def plan_study(cfg: SourcedConfig, workdir_override: str | Path | None = None) -
     stages.append(_plan_report(data.get("report") or {}, predict_stages, plan, workdir))
     check_argv(cfg, stages[-1], "report")
     for stage in stages:
-        stage.study = name
-    return Study(name, workdir, stages, data.get("budget_minutes"), data.get("train_jobs", 1))
+        stage.study, stage.bases = name, bases_of(cfg)
+    return Study(name, workdir, stages, data.get("budget_minutes"), data.get("train_jobs", 1), bases_of(cfg))
 
 
 @dataclass

@@ -72,6 +72,7 @@ class Stage:
     writes: list[Path] = field(default_factory=list)  # what it writes into, when more than its outputs
     after: list[Path] = field(default_factory=list)  # the markers of the stages whose outputs it reads
     study: str = ""  # the name of the study it belongs to, recorded in its marker
+    bases: tuple[str, ...] = ()  # the names of the studies that one extends, recorded too
 
     def recorded_key(self) -> str | None:
         return _marker(self.marker).get("key")
@@ -117,7 +118,7 @@ class Stage:
         """Records that the study started the stage (a marker without a key), so that its outputs are the
         study's to reuse or replace when an interrupted run is resumed."""
         if not self.marker.exists():
-            info = {"kind": self.kind, "name": self.name, "study": self.study, "started": self.key}
+            info = {"kind": self.kind, "name": self.name, **self._whose(), "started": self.key}
             self._write(info)
 
     def mark_done(self, seconds: float) -> None:
@@ -126,7 +127,7 @@ class Stage:
         info = {
             "kind": self.kind,
             "name": self.name,
-            "study": self.study,
+            **self._whose(),
             "key": self.key,
             "code": code_identity(),
             "argv": self.argv,
@@ -140,8 +141,12 @@ class Stage:
         """Records that the stage ran but its results are not to be served: a key no plan makes, so a
         rerun clears its outputs and redoes it (``code``: the source it partly ran)."""
         self._write(
-            {"kind": self.kind, "name": self.name, "study": self.study, "key": "unrecorded", "code": code}
+            {"kind": self.kind, "name": self.name, **self._whose(), "key": "unrecorded", "code": code}
         )
+
+    def _whose(self) -> dict[str, Any]:
+        """Who made the stage: its study and the studies that one extends (:meth:`Study.other_study`)."""
+        return {"study": self.study, "extends": list(self.bases)}
 
     def _write(self, info: dict[str, Any]) -> None:
         self.marker.parent.mkdir(parents=True, exist_ok=True)
@@ -157,13 +162,19 @@ class Study:
     stages: list[Stage]
     budget_minutes: float | None = None  # the config's `budget_minutes`
     train_jobs: int = 1  # the config's `train_jobs`: SFT training stages run at once
+    bases: tuple[str, ...] = ()  # the studies it extends (ExtendedConfig.bases)
 
     def other_study(self) -> tuple[str, Path] | None:
         """Another study whose stage markers are in this workdir (its name and one marker): running this one
-        there would replace its results."""
+        there would replace its results. A study that extends another, or extends what it extends, is no
+        other: it is made to share that study's workdir (its data stage)."""
+        family = {self.name, *self.bases}
         for marker in sorted((self.workdir / "stages").glob("*.json")):
-            other = _marker(marker).get("study")
-            if isinstance(other, str) and other != self.name:
+            info = _marker(marker)
+            other, bases = info.get("study"), info.get("extends")
+            if not isinstance(other, str) or other == self.name:
+                continue
+            if family.isdisjoint([other, *(bases if isinstance(bases, list) else [])]):
                 return other, marker
         return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -389,6 +390,19 @@ def check_decoding(cfg: SourcedConfig, pcfg: Mapping[str, Any], entry: Mapping[s
         )
 
 
+@dataclass
+class ExtendedConfig(SourcedConfig):
+    """A study config merged with the configs it ``extends``."""
+
+    #: The names of the studies it extends, nearest first: it may share their workdir (their data stage).
+    bases: tuple[str, ...] = ()
+
+
+def bases_of(cfg: SourcedConfig) -> tuple[str, ...]:
+    """The names of the studies ``cfg`` extends (none unless it was read by :func:`read_study_config`)."""
+    return cfg.bases if isinstance(cfg, ExtendedConfig) else ()
+
+
 def read_study_config(path: str | Path, seen: tuple[Path, ...] = ()) -> SourcedConfig:
     """A study config with what it ``extends`` merged in: ``extends: FILE`` (a path as given, like a suite
     file's) starts the study from another study's config; this file's ``data``, ``train``, ``predict`` and
@@ -415,4 +429,6 @@ def read_study_config(path: str | Path, seen: tuple[Path, ...] = ()) -> SourcedC
         raise cfg.error("extends", f"{base_path}: expected a mapping at the top level")
     merged = cfg.extending(base, MERGED_SECTIONS)
     del merged.data["extends"]
-    return merged
+    name = base.data.get("name")
+    bases = (*([name] if isinstance(name, str) else []), *bases_of(base))
+    return ExtendedConfig(merged.path, merged.data, merged.lines, merged.files, bases)
