@@ -38,9 +38,7 @@ def load_prompts(args: argparse.Namespace) -> tuple[list, str, str]:
     from lakeshift.models.predict import items_from
 
     run = json.loads((Path(args.model) / "run.json").read_text())
-    hp = run.get("hparams", run)
-    input_format, cot = hp.get("input_format", "grid"), hp.get("cot_format", "none")
-    prompt = hp.get("prompt", "mirage")
+    input_format, cot, prompt = run["input_format"], run["cot_format"], run["prompt"]
     sft = load_sft(
         args.data, args.split, input_format, cot, sizes=args.sizes or None, limit=args.n, prompt=prompt
     )
