@@ -142,7 +142,9 @@ def test_verdict_table_partial_credit_equals_the_scored_records(report: tuple[Pa
         assert float(row["first move"]) == pytest.approx(
             sum(r["first_move_optimal"] for r in scored) / n, abs=1e-4
         )
-        assert float(row["progress"]) == pytest.approx(sum(r["progress"] for r in scored) / n, abs=1e-4)
+        assert float(row["progress"]) == pytest.approx(
+            sum(max(0.0, r["progress"]) for r in scored) / n, abs=1e-4
+        )
     oracle = rows[("baseline-oracle", "id-test")]
     assert float(oracle["first move"]) == 1.0 and float(oracle["progress"]) == 1.0
 

@@ -73,8 +73,9 @@ def test_small_multiples_one_row_per_input_with_shared_axes(cells20: tuple) -> N
     assert [ax.get_title() for ax in panels] == ["Descr. input", "Table input", "Grid input"]
     assert len({ax.get_ylim() for ax in panels}) == 1 and len({ax.get_xlim() for ax in fig.axes}) == 1
     # Each panel holds only its input's runs (plus 3 baselines): no panel shows all 20.
+    # (an error bar's caps are lines too, marked "_")
     model_lines = [
-        [ln for ln in ax.get_lines() if ln.get_marker() not in ("None", None, "")] for ax in panels
+        [ln for ln in ax.get_lines() if ln.get_marker() not in ("None", None, "", "_")] for ax in panels
     ]
     assert [len(x) for x in model_lines] == [4, 8, 8]
     figures._plt().close(fig)

@@ -60,7 +60,9 @@ class Cell:
         faithful: CoT traces found faithful (of ``traced``).
         traced: Records with a CoT faithfulness check.
         first_move_ok: Plans whose first move lies on a shortest path (partial credit).
-        progress: Sum of the records' ``progress`` (share of the start-goal distance covered).
+        progress: Sum of the records' ``progress`` clipped at 0: the share of the start-goal distance
+            covered, none for a plan that ends farther away (the scorer's signed value, which GRPO's reward
+            uses, would read as less than nothing and pull a mean below 0).
         sampled: Records with repeated samples (``pass_at_k``), ``pass_k`` and ``maj_k`` of them passed
             and won by majority, ``ks`` their sample counts (:func:`lakeshift.scoring.score_samples`).
     """
@@ -96,7 +98,7 @@ class Cell:
                 if ok:
                     self.correct_lengths.append(float(length))
         self.first_move_ok += bool(rec.first_move_optimal)
-        self.progress += float(rec.progress or 0.0)
+        self.progress += max(0.0, float(rec.progress or 0.0))
         if rec.trace is not None and rec.trace.faithful is not None:
             self.traced += 1
             self.faithful += bool(rec.trace.faithful)

@@ -26,6 +26,9 @@ from lakeshift.report.tables import (
     Table,
     faithfulness_table,
     iter_unique,
+    run_card,
+    run_card_table,
+    set_published_apart,
     split_order,
     split_table,
     table1,
@@ -125,6 +128,9 @@ def build_report(
         ref = moved
     cells = _Cells.of(records, run_keys)
     tables = _tables(cells, run_keys, records, ref)
+    cards = run_card_table(_run_cards(jobs))
+    if cards is not None:
+        tables.insert(0, cards)
     for t in tables:
         files += t.write(out)
     for name, by, fields in (
@@ -153,7 +159,7 @@ def build_report(
             "records": len(records),
             "runs": len(run_keys),
             "length_unit": cells.unit,
-            "compat": compat,
+            "compat": compat or "lakeshift's (last box)",
             "decoding": ", ".join(sorted({str(r.decoding) for r in records if r.decoding})) or None,
             **({"reference": f"{ref.label}: {ref.citation}"} if ref is not None else {}),
         },
@@ -163,6 +169,41 @@ def build_report(
 
 
 _Job = tuple[str, Path, Mapping[str, ScoringMap], Any, dict[str, Any]]
+
+
+def _run_cards(jobs: Sequence[_Job]) -> dict[str, dict[str, Any]]:
+    """The run card (:func:`lakeshift.report.tables.run_card`) of every model whose predictions name its
+    run folder (``model_path``, else ``model``, as ``lakeshift predict`` records them), by model name."""
+    from lakeshift.io import read_json
+
+    cards: dict[str, dict[str, Any]] = {}
+    for _, _, _, pf, defaults in jobs:
+        first = next(iter(pf.predictions.values()), None)
+        meta = (first.meta if first is not None else None) or {}
+        model = meta.get("model") or defaults.get("model")
+        if not isinstance(model, str) or model in cards:
+            continue
+        for ref in (meta.get("model_path"), model):
+            if not isinstance(ref, str) or not ref:
+                continue
+            found = None
+            for base in (Path(ref), pf.path.parent / ref):
+                for folder in (base, base.parent):  # the run folder, or its model/ inside it
+                    if (folder / "run.json").is_file():
+                        found = folder / "run.json"
+                        break
+                if found:
+                    break
+            if found is None:
+                continue
+            try:
+                record = read_json(found)
+            except LakeshiftError:
+                continue  # a torn run.json: the report goes on without the card
+            if isinstance(record, dict) and record.get("kind", "lakeshift-train") == "lakeshift-train":
+                cards[model] = run_card(record)
+                break
+    return cards
 
 
 def _scoring_jobs(
@@ -353,7 +394,7 @@ def _tables(
         verdict_table(cells.by_split, run_keys),
         faithfulness_table(cells.by_split, _faithfulness_counts(records)),
     )
-    return [t for t in tables if t is not None and (t.rows or records)]
+    return [set_published_apart(t, ref) for t in tables if t is not None and (t.rows or records)]
 
 
 def _figures(

@@ -67,7 +67,8 @@ BASELINE_STYLES = {"oracle": ("0.25", "-"), "greedy": ("0.5", "-."), "random": (
 #: name adds to its formats, e.g. ``@8min``) has the same marker in every panel.
 VARIANT_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 #: A 95% Wilson band is drawn only over points with at least this many maps, and only in panels with at
-#: most :data:`BAND_MAX_LINES` model lines: more bands than that hide the lines they qualify.
+#: most :data:`BAND_MAX_LINES` model lines: more bands than that hide the lines they qualify. Every other
+#: point carries its interval as an error bar.
 BAND_MIN_N = 30
 BAND_MAX_LINES = 3
 #: Points of fewer maps are not drawn (a share of 1 or 2 maps jumps between 0 and 1 and hides the trend);
@@ -161,19 +162,38 @@ def _reference_rows(
 def _draw(
     ax: Any, pts: Sequence[tuple[float, float | None, Cell | None]], style: dict[str, Any], band: bool
 ) -> None:
-    """One line; with ``band``, its Wilson band over the points with at least :data:`BAND_MIN_N` maps."""
+    """One line with its 95% Wilson interval at every point: with ``band``, a band over the points with at
+    least :data:`BAND_MIN_N` maps; an error bar at every other point (small n, or a crowded panel)."""
     pts = [p for p in pts if p[2] is None or p[2].n >= POINT_MIN_N]
     if not pts:
         return
     xs = [p[0] for p in pts]
     ax.plot(xs, [p[1] for p in pts], **style)
     cells = [p[2] for p in pts]
+    banded = [False] * len(pts)
     if band and all(c is not None for c in cells):
         where = [c.n >= BAND_MIN_N for c in cells]  # type: ignore[union-attr]
         if sum(where) >= 2:
             lo = [c.interval[0] for c in cells]  # type: ignore[union-attr]
             hi = [c.interval[1] for c in cells]  # type: ignore[union-attr]
             ax.fill_between(xs, lo, hi, where=where, color=style["color"], alpha=0.15, linewidth=0)
+            banded = where
+    bars = [
+        (x, y, c)
+        for (x, y, c), b in zip(pts, banded, strict=True)
+        if c is not None and y is not None and not b
+    ]
+    if bars:
+        ax.errorbar(
+            [x for x, _, _ in bars],
+            [y for _, y, _ in bars],
+            yerr=[[y - c.interval[0] for _, y, c in bars], [c.interval[1] - y for _, y, c in bars]],
+            fmt="none",
+            ecolor=style["color"],
+            elinewidth=0.8,
+            capsize=2,
+            alpha=0.6,
+        )
 
 
 def _panel_rows(
@@ -328,7 +348,8 @@ def fig_accuracy_vs_length(
     axes[-1].xaxis.set_major_locator(_integer_ticks())
     fig.suptitle(
         "Accuracy vs optimal solution length (id-test, ood-size, ood-dist pooled)\n"
-        f"bands: 95% Wilson where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines; grey: reference policies; "
+        f"95% Wilson intervals: bands where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines, bars elsewhere; "
+        "grey: reference policies; "
         f"points of < {POINT_MIN_N} maps not drawn",
         fontsize=9,
     )
@@ -380,7 +401,7 @@ def fig_accuracy_vs_dinf(
     note = f"; dashed: {reference.label}, {reference.sources.get('table3')}" if refs and reference else ""
     fig.suptitle(
         f"Accuracy vs start-goal distance (grey: reference policies{note})\n"
-        f"bands: 95% Wilson where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines; "
+        f"95% Wilson intervals: bands where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines, bars elsewhere; "
         f"points of < {POINT_MIN_N} maps not drawn",
         fontsize=9,
     )
@@ -439,7 +460,8 @@ def fig_accuracy_vs_size(
     note = f"; dashed: {reference.label}, {reference.sources.get('table1')}" if refs and reference else ""
     fig.suptitle(
         f"Accuracy vs map size (left of the grey line: training sizes{note})\n"
-        f"bands: 95% Wilson where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines; grey: reference policies",
+        f"95% Wilson intervals: bands where n >= {BAND_MIN_N} and <= {BAND_MAX_LINES} lines, bars elsewhere; "
+        "grey: reference policies",
         fontsize=9,
     )
     return fig

@@ -238,7 +238,8 @@ def write_report(
         items = "".join(f"<li>{escape(w)}</li>" for w in warnings[:500])
         more = f"<li>... {len(warnings) - 500} more in warnings.txt</li>" if len(warnings) > 500 else ""
         warn_html = f"<details><summary>{len(warnings)} warnings</summary><ul>{items}{more}</ul></details>"
-    info = ", ".join(f"{escape(str(k))}: {escape(str(v))}" for k, v in summary.items())
+    # What is unknown is left out rather than shown as "None".
+    info = ", ".join(f"{escape(str(k))}: {escape(str(v))}" for k, v in summary.items() if v is not None)
     html = _TEMPLATE.format(
         css=_CSS,
         js=_JS,
@@ -289,6 +290,8 @@ table.results{border-collapse:collapse;margin:1em 0;font-size:12px}
 table.results caption{text-align:left;font-weight:600;padding:4px 0}
 table.results th,table.results td{border:1px solid #ccc;padding:2px 6px}
 table.results td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.results tr.published th{text-align:left;background:#f3f3f3;font-style:italic;padding-top:6px}
+table.results tr.ref td{color:#666;font-style:italic}
 .figures img{max-width:100%;border:1px solid #eee}
 #filters{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #ccc}
 #filters label{margin-right:1em}

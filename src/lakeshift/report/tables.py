@@ -52,6 +52,9 @@ class Table:
         rows: ``(labels, values)``; ``None`` values print as ``-``.
         digits: Decimals shown (``0`` for lengths).
         short: Short group names used to make flat column names (``ID 3x3``).
+        int_columns: Value columns shown as whole numbers.
+        published_from: The first row of published results (a reference's, never run here): they come
+            last and are set apart under their own heading; ``None``: every row is a local run.
     """
 
     name: str
@@ -63,6 +66,7 @@ class Table:
     digits: int = 2
     short: list[str] = field(default_factory=list)
     int_columns: tuple[str, ...] = ()
+    published_from: int | None = None
 
     def flat_columns(self) -> list[str]:
         names = []
@@ -88,7 +92,9 @@ class Table:
     def to_markdown(self) -> str:
         head = self.label_columns + self.flat_columns()
         lines = [f"**{self.title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for labels, values in self.rows:
+        for i, (labels, values) in enumerate(self.rows):
+            if i == self.published_from:
+                lines.append("| " + " | ".join([f"**{PUBLISHED_HEADING}**", *[""] * (len(head) - 1)]) + " |")
             lines.append("| " + " | ".join([*map(_md, labels), *self._cells(values)]) + " |")
         return "\n".join(lines) + "\n"
 
@@ -117,7 +123,14 @@ class Table:
             "\\midrule",
         ]
         previous: list[str] = []
-        for labels, values in self.rows:
+        for i, (labels, values) in enumerate(self.rows):
+            if i == self.published_from:
+                width = nl + len(self.columns)
+                lines += [
+                    "\\midrule",
+                    f"\\multicolumn{{{width}}}{{l}}{{\\textit{{{PUBLISHED_HEADING}}}}} \\\\",
+                ]
+                previous = []
             # Like the paper: a label repeated from the row above is left blank.
             shown = []
             same = True
@@ -138,10 +151,14 @@ class Table:
         )
         head2 = "".join(f"<th>{escape(c)}</th>" for c in [*self.label_columns, *self.columns])
         body = []
-        for labels, values in self.rows:
+        width = nl + len(self.columns)
+        for i, (labels, values) in enumerate(self.rows):
+            if i == self.published_from:
+                body.append(f'<tr class="published"><th colspan="{width}">{PUBLISHED_HEADING}</th></tr>')
             cells = "".join(f"<td>{escape(x)}</td>" for x in labels)
             cells += "".join(f'<td class="num">{c}</td>' for c in self._cells(values))
-            body.append(f"<tr>{cells}</tr>")
+            published = self.published_from is not None and i >= self.published_from
+            body.append(f'<tr class="ref">{cells}</tr>' if published else f"<tr>{cells}</tr>")
         return (
             f'<table class="results" id="tbl-{escape(self.name)}"><caption>{escape(self.title)}</caption>'
             f"<thead><tr>{head1}</tr><tr>{head2}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -157,6 +174,9 @@ class Table:
             paths.append(path)
         return paths
 
+
+#: The heading over a table's published rows (a reference's results, set apart from the local runs).
+PUBLISHED_HEADING = "Published results, not run here"
 
 #: Markdown characters that could end a table cell or start formatting in a label (a model's name).
 _MD_SPECIAL = set("\\|`*[]<>")
@@ -231,11 +251,20 @@ def _ref_note(reference: Reference | None, part: str) -> str:
 
 
 def ordered_runs(runs: Iterable[RunKey], reference: Reference | None) -> list[RunKey]:
-    """Paper order (input, CoT), a reference row right after the local rows of the same formats."""
+    """The local runs in paper order (input, CoT), then the reference's rows in the same order: published
+    results come after every local row, set apart (:attr:`Table.published_from`)."""
     return sorted(
         iter_unique(runs),
-        key=lambda k: (*run_sort_key(k)[:4], reference is not None and reference.is_key(k), k[0]),
+        key=lambda k: (reference is not None and reference.is_key(k), *run_sort_key(k)[:4], k[0]),
     )
+
+
+def set_published_apart(table: Table, reference: Reference | None) -> Table:
+    """Marks where ``table``'s reference rows begin (they come last: :func:`ordered_runs`)."""
+    if reference is not None:
+        found = (i for i, (labels, _) in enumerate(table.rows) if labels[-1] == reference.label)
+        table.published_from = next(found, None)
+    return table
 
 
 def _size_table(
@@ -390,7 +419,8 @@ def verdict_table(by_split: Mapping[tuple, Cell], runs: Sequence[RunKey]) -> Tab
     return Table(
         "verdicts",
         "Verdict breakdown (share of maps) per run and split; partial credit: share of maps whose plan "
-        "starts on a shortest path, mean share of the start-goal distance covered.",
+        "starts on a shortest path, mean share of the start-goal distance covered (0 for a plan that ends "
+        "no closer or farther away).",
         [*LABELS, "Split"],
         [("", 1), ("Verdict share", len(VERDICTS)), ("Partial credit", 2)],
         ["n", *VERDICTS, "first move", "progress"],
@@ -482,3 +512,46 @@ def split_order(split: Any) -> tuple:
 def iter_unique(items: Iterable[Any]) -> list[Any]:
     """Order-preserving de-duplication."""
     return list(dict.fromkeys(items))
+
+
+def run_card_table(cards: Mapping[str, Mapping[str, Any]]) -> Table | None:
+    """One row per model trained by lakeshift, from its ``run.json`` (:func:`run_card`): what a reader
+    needs before any number (the base model, how long it trained, on which maps, the data's hash)."""
+    rows = []
+    for model, card in sorted(cards.items()):
+        labels = [model, str(card.get("base") or "-"), str(card.get("trained_on") or "-")]
+        labels.append(str(card.get("data_sha256") or "-"))
+        rows.append((labels, [card.get("steps"), card.get("minutes"), card.get("maps")]))
+    if not rows:
+        return None
+    return Table(
+        "runs",
+        "Runs: the models of this report as their run.json records them (base model, optimizer steps, "
+        "training minutes, training maps and the first 12 hex digits of the training file's sha256).",
+        ["Model", "Base model", "Trained on", "Data sha256"],
+        [("Training", 3)],
+        ["steps", "minutes", "maps"],
+        rows,
+        1,
+        ["train"],
+        ("steps", "maps"),
+    )
+
+
+def run_card(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The run card of a ``run.json`` record: base model, steps, minutes, training maps, data hash (what is
+    absent stays ``None``)."""
+    data: Mapping[str, Any] = record["data"] if isinstance(record.get("data"), Mapping) else {}
+    model: Mapping[str, Any] = record["model"] if isinstance(record.get("model"), Mapping) else {}
+    number = lambda v: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None  # noqa: E731
+    fmt = "/".join(str(record[k]) for k in ("input_format", "cot_format") if isinstance(record.get(k), str))
+    sha = data.get("sha256")
+    seconds = number(record.get("train_seconds"))
+    return {
+        "base": model.get("name"),
+        "steps": number(record.get("global_step")),
+        "minutes": None if seconds is None else seconds / 60,
+        "maps": number(data.get("n_records")),
+        "trained_on": " ".join(x for x in (str(data.get("split") or ""), fmt) if x) or None,
+        "data_sha256": sha[:12] if isinstance(sha, str) else None,
+    }
