@@ -88,18 +88,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "export",
-        help="export a split as a Hugging Face datasets dataset (parquet or arrow)",
-        description="Export a split's maps (default) or one of its SFT files as a datasets.Dataset: "
-        "--format parquet writes one .parquet file, --format arrow a save_to_disk folder. Image SFT records "
-        "get an 'images' column of datasets.Image() (the PNGs are embedded).",
+        help="export a suite as a Hugging Face Hub dataset folder, or a split as parquet or arrow",
+        description="A suite folder (or --format hub) becomes a dataset folder for the Hub: data/*.parquet "
+        "and a dataset card (README.md), which datasets.load_dataset(FOLDER) loads as a DatasetDict, one "
+        "split per suite split (id-test -> id_test), one row per map with its image, the question in each "
+        "input format and the reference answer. A split folder exports its maps (default) or one of its SFT "
+        "files as a datasets.Dataset: --format parquet writes one .parquet file, --format arrow a "
+        "save_to_disk folder. Image SFT records get an 'images' column of datasets.Image() (the PNGs are "
+        "embedded).",
     )
-    p.add_argument("split_dir", type=Path, metavar="SPLIT_DIR")
-    p.add_argument("--format", default="parquet", help="'parquet' (default) or 'arrow'")
-    p.add_argument("--out", required=True, type=Path, help="output file (parquet) or folder (arrow)")
+    p.add_argument("split_dir", type=Path, metavar="DIR", help="suite folder or split folder")
+    p.add_argument(
+        "--format",
+        help="'hub' (default for a suite folder: a dataset folder with its card), 'parquet' (default for a "
+        "split folder) or 'arrow'",
+    )
+    p.add_argument("--out", required=True, type=Path, help="output folder (hub, arrow) or file (parquet)")
     p.add_argument(
         "--sft",
         metavar="INPUT__COT",
         help="export sft/INPUT__COT.jsonl instead of maps.jsonl, e.g. grid__grid+desc",
+    )
+    p.add_argument(
+        "--splits", metavar="A,B", help="--format hub: export only these splits (comma-separated names)"
     )
     p.set_defaults(handler=cmd_export)
 
@@ -358,17 +369,139 @@ def _check_png(path: Path, where: str) -> None:
         raise LakeshiftError(f"{where}: field 'images': {path} is not a readable PNG ({err})") from None
 
 
+def _is_hub_export(path: Path) -> bool:
+    """A folder that ``export --format hub`` wrote: a card whose front matter carries lakeshift's tag."""
+    from lakeshift.data.export import TAG
+
+    try:
+        head = (path / "README.md").read_text(encoding="utf-8")[:20000]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.startswith("---\n") and f"\n- {TAG}\n" in head.split("\n---\n", 1)[0]
+
+
+def _hub_feature(kind: str) -> Any:
+    """The ``datasets`` feature of a column kind of :data:`lakeshift.data.export.COLUMNS`."""
+    import datasets
+
+    if kind.startswith("list:"):
+        return datasets.List(_hub_feature(kind.removeprefix("list:")))
+    if kind == "image":
+        return datasets.Image()
+    if kind == "augmentation":
+        return {"transform": datasets.Value("string"), "path": datasets.Value("int64")}
+    return datasets.Value(kind)
+
+
+def _write_hub(split_dirs: list[Path], out: Path, suite: str | None) -> list[Any]:
+    """Writes a Hub dataset folder (:mod:`lakeshift.data.export`) into ``out``: each split's parquet shards,
+    then the card. Returns each split's :class:`~lakeshift.data.export.SplitInfo`."""
+    from lakeshift.data import export
+
+    try:
+        import datasets
+    except ImportError:
+        raise LakeshiftError("export needs the 'datasets' package (pip install 'lakeshift[train]')") from None
+    plans, optional = export.plan(split_dirs)
+    features = datasets.Features({k: _hub_feature(v) for k, v in export.columns(optional).items()})
+    (out / "data").mkdir(parents=True)
+    bars = datasets.is_progress_bar_enabled()
+    # A bar per shard written says nothing: the command prints one line a split instead.
+    datasets.disable_progress_bars()
+    infos = []
+    try:
+        for split in plans:
+            parts, num_bytes = [], 0
+            for i, rows in enumerate(export.shards(split.rows(optional))):
+                part = out / "data" / f".{split.hub_name}-{i:05d}.parquet"
+                shard = datasets.Dataset.from_list(rows, features=features)
+                shard.to_parquet(str(part))
+                parts.append(part)
+                num_bytes += int(shard.data.nbytes)
+            # The Hub's names once the count is known.
+            final = [
+                p.with_name(export.shard_name(split.hub_name, i, len(parts))) for i, p in enumerate(parts)
+            ]
+            for part, name in zip(parts, final, strict=True):
+                part.rename(name)
+            infos.append(split.info(num_bytes, final))
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+    # datasets' own spelling of its features in a card (what push_to_hub writes).
+    card = export.dataset_card(infos, features._to_yaml_list(), suite=suite)
+    (out / "README.md").write_text(card, encoding="utf-8")
+    return infos
+
+
+def _export_hub(args: argparse.Namespace) -> int:
+    import shutil
+
+    from lakeshift.data.export import iter_split_dirs
+    from lakeshift.io import check_output, writing
+
+    if args.sft:
+        raise LakeshiftError(
+            "--sft exports one SFT file of a split folder (--format parquet or arrow); a Hub dataset "
+            "holds the maps with the question in every input format"
+        )
+    names = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
+    dirs = list(iter_split_dirs(args.split_dir, names))
+    out: Path = args.out
+    check_output(
+        out,
+        inputs=(args.split_dir, *dirs),
+        kind="dir",
+        previous=_is_hub_export,
+        what="dataset folder (export --format hub)",
+    )
+    suite = None
+    if not (args.split_dir / "maps.jsonl").is_file():
+        try:
+            suite = json.loads((args.split_dir / "suite.json").read_text(encoding="utf-8")).get("suite")
+        except (OSError, ValueError, AttributeError):
+            suite = None
+    # Written next to --out under a temporary name and renamed into place when complete (as below).
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    with writing(out, temporary=tmp):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            infos = _write_hub(dirs, tmp, suite if isinstance(suite, str) else None)
+            if out.is_dir():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for info in infos:
+        print(f"{out}: split {info.hub_name}: {info.num_examples} rows", file=sys.stderr)
+    rows = sum(info.num_examples for info in infos)
+    print(
+        f"{out}: {len(infos)} splits, {rows} rows; load with datasets.load_dataset({str(out)!r})",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     import shutil
 
     from lakeshift.data.maps import load_maps
     from lakeshift.io import check_output, is_parquet, read_jsonl, writing
 
-    if args.format not in ("parquet", "arrow"):
-        raise LakeshiftError(f"unknown export format {args.format!r} (expected parquet or arrow)")
     split_dir: Path = args.split_dir
-    if not (split_dir / "maps.jsonl").is_file():
-        raise LakeshiftError(f"{split_dir}: not a split folder (no maps.jsonl)")
+    is_split = (split_dir / "maps.jsonl").is_file()
+    if args.format is None:
+        args.format = "parquet" if is_split else "hub"
+    if args.format not in ("hub", "parquet", "arrow"):
+        raise LakeshiftError(f"unknown export format {args.format!r} (expected hub, parquet or arrow)")
+    if args.format == "hub":
+        return _export_hub(args)
+    if args.splits:
+        raise LakeshiftError("--splits applies to --format hub (a split folder is one split)")
+    if not is_split:
+        raise LakeshiftError(
+            f"{split_dir}: not a split folder (no maps.jsonl); a suite folder exports with --format hub"
+        )
     sft_file = split_dir / "sft" / f"{args.sft}.jsonl" if args.sft else None
     check_output(
         args.out,
@@ -385,6 +518,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 f"unknown SFT file {args.sft!r} in {split_dir} (have: {', '.join(have) or 'none'})"
             )
         rows = []
+        by_id = {str(rec["id"]): rec for rec in maps}
         for lineno, obj in read_jsonl(sft_file, required=("id", "messages")):
             if not isinstance(obj["messages"], list) or not all(isinstance(m, dict) for m in obj["messages"]):
                 raise LakeshiftError(f"{sft_file}, line {lineno}: field 'messages' must be a list of objects")
@@ -398,7 +532,13 @@ def cmd_export(args: argparse.Namespace) -> int:
                     raise LakeshiftError(f"{sft_file}, line {lineno}: field 'images' must be a list of paths")
                 for p in images:
                     _check_png(split_dir / p, f"{sft_file}, line {lineno}")
-            rows.append(obj)
+            facts = by_id.get(str(obj["id"]))
+            if facts is None:
+                raise LakeshiftError(
+                    f"{sft_file}, line {lineno}: field 'id': {obj['id']!r} is not in maps.jsonl"
+                )
+            # The map's facts, so an SFT export can be cut by size or distance as the paper's tables are.
+            rows.append(obj | {key: facts[key] for key in ("size", "d_inf", "optimal_length")})
     else:
         rows = maps
     try:
