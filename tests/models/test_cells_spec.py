@@ -235,3 +235,101 @@ def test_a_shipped_base_loads_through_the_spec_and_computes_what_it_did(name: st
                 out = model.generate(torch.tensor([prompt]), max_new_tokens=60, do_sample=False)
             answers.append(out[0, len(prompt) :].tolist())
     assert answers == SHIPPED[name]["generations"]
+
+
+#: A change to a shipped base's config.json and what the one error line names: the field and its problem.
+BAD_CELLS_CONFIGS = {
+    "grids not a grids value": ("mini-cells-base", {"cell_grids": "bogus"}, "cell_grids: expected one of"),
+    "grids a number": ("mini-cells-base", {"cell_grids": 5}, "cell_grids: expected one of first, every"),
+    "a truthy string": (
+        "mini-cells-trace-player-base",
+        {"cell_player": "false"},
+        "cell_player: expected true or false, got 'false'",
+    ),
+    "a removed table": ("mini-cells-base", {"cell_coords": ...}, "cell_coords: missing or empty"),
+    "a null table": ("mini-cells-base", {"cell_first": None}, "cell_first: null"),
+    "player without its weights": (
+        "mini-cells-base",
+        {"cell_player": True, "cell_grids": "next", "cell_trace_moves": True},
+        "cell_player: true, but",
+    ),
+    "order without its weights": ("mini-cells-base", {"cell_order": True}, "cell_order: true, but"),
+    "a cells checkpoint declared qwen2": (
+        "mini-cells-base",
+        {"model_type": "qwen2"},
+        "model_type: 'qwen2', but the checkpoint is a cells model",
+    ),
+    "a token id beyond the vocabulary": (
+        "mini-cells-base",
+        {"cell_coords": {"99999": [1, 1]}},
+        "cell_coords: token id 99999 is not below the vocab_size",
+    ),
+    "a spec field": ("mini-cells-base", {"cells": {"grids": "all"}}, "cells.grids: expected one of"),
+}
+
+
+@pytest.fixture(scope="module")
+def cells_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.model_fixtures import generate_split
+
+    root = tmp_path_factory.mktemp("cells-data")
+    generate_split(root, "id-train", count=2, train=True)
+    return root
+
+
+def _broken_copy(tmp_path: Path, base: str, change: dict[str, Any]) -> Path:
+    import shutil
+
+    from lakeshift.models.registry import resolve_model
+
+    folder = tmp_path / "model"
+    shutil.copytree(str(resolve_model(base).source), folder)
+    config = json.loads((folder / "config.json").read_text())
+    for key, value in change.items():
+        if value is ...:
+            del config[key]
+        else:
+            config[key] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("case", BAD_CELLS_CONFIGS)
+def test_a_broken_cells_config_is_one_line_naming_file_and_field_before_any_answer(
+    case: str, cells_data: Path, tmp_path: Path
+) -> None:
+    from tests.cli_checks import one_error_line, quiet_main
+
+    base, change, message = BAD_CELLS_CONFIGS[case]
+    model = _broken_copy(tmp_path, base, change)
+    out = tmp_path / "p.jsonl"
+    argv = ["predict", "--model", model, "--data", cells_data, "--split", "id-train", "--input", "grid"]
+    code, err = quiet_main([*argv, "--cot", "none", "--out", out, "--max-new-tokens", "4"])
+    one_error_line(code, err, f"{model / 'config.json'}: {message}")
+    assert not out.exists()
+
+
+def test_coordinates_beyond_the_row_embeddings_are_refused_before_fine_tuning(
+    cells_data: Path, tmp_path: Path
+) -> None:
+    from tests.cli_checks import one_error_line, quiet_main
+
+    model = _broken_copy(tmp_path, "mini-cells-base", {})
+    config = json.loads((model / "config.json").read_text())
+    config["cell_coords"]["1000"] = [40, 40]
+    (model / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "run"
+    argv = ["train", "--model", model, "--data", cells_data, "--split", "id-train", "--input", "grid"]
+    code, err = quiet_main([*argv, "--cot", "none", "--max-steps", "1", "--out", out])
+    one_error_line(code, err, f"{model / 'config.json'}: cell_coords: a row must be 1 .. 30, got 40")
+    assert not out.exists()
+
+
+def test_a_cells_checkpoint_declared_qwen2_is_refused_by_its_weights_alone(tmp_path: Path) -> None:
+    from lakeshift.models.registry import resolve_model
+
+    model = _broken_copy(tmp_path, "mini-cells-base", {"model_type": "qwen2"})
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({k: v for k, v in config.items() if "cell" not in k}))
+    with pytest.raises(LakeshiftError, match=r"model\.safetensors holds row and column embeddings"):
+        resolve_model(str(model))

@@ -336,6 +336,8 @@ def _spec_from_config(
     name: str, kind: str, source: str, config: dict[str, Any], small: bool = False
 ) -> ModelSpec:
     model_type = str(config.get("model_type", ""))
+    if kind == "path":
+        check_cells_checkpoint(Path(source), config)
     if model_type == cells.MODEL_TYPE:
         return ModelSpec(name, kind, source, False, model_type, config, small)
     if model_type in _vision_types() or "vision_config" in config:
@@ -346,6 +348,99 @@ def _spec_from_config(
         f"--model {name}: model_type {model_type!r} is neither a causal language model nor an "
         "image-text-to-text model; lakeshift trains and generates with those only"
     )
+
+
+#: The weights of a cells model's embedding parts, by the spec field that needs them (``""``: every one).
+CELL_WEIGHTS = {
+    "": ("model.embed_tokens.row.weight", "model.embed_tokens.col.weight"),
+    "player": ("model.embed_tokens.player.weight",),
+    "order": ("model.embed_tokens.order.weight",),
+}
+
+
+def weight_names(folder: Path) -> tuple[str, set[str]] | None:
+    """The tensor names of a saved model's full weights, read from the safetensors header (or the shards'
+    index) without loading a tensor, and the file they were read from; ``None`` without such weights (an
+    adapter, a legacy ``.bin``) or when they are unreadable (:func:`weights_problem` says so)."""
+    index = folder / "model.safetensors.index.json"
+    try:
+        if index.is_file():
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            return index.name, {str(k) for k in weight_map}
+        file = folder / "model.safetensors"
+        if file.is_file():
+            with file.open("rb") as f:
+                header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+            return file.name, {str(k) for k in header if k != "__metadata__"}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+def check_cells_checkpoint(folder: Path, config: dict[str, Any]) -> None:
+    """A local checkpoint's cells settings, checked where it is loaded, without reading a tensor: a cells
+    model's spec and token tables (:meth:`cells.CellSpec.from_json` or ``from_legacy``,
+    :meth:`cells.CellVocab.from_config` or ``from_legacy``) are valid, none that the rule needs is empty,
+    every token id is in the vocabulary, and its weights hold the parts the spec uses; a checkpoint whose
+    weights are a cells model's is declared one (another ``model_type`` would drop its row and column
+    embeddings without a word).
+
+    Raises:
+        LakeshiftError: ``FOLDER/config.json: FIELD: problem``.
+    """
+    where = folder / "config.json"
+    weights = weight_names(folder)
+    model_type = config.get("model_type")
+    if model_type != cells.MODEL_TYPE:
+        keys = [k for k in config if k == "cells" or k.startswith("cell_")]
+        rows = weights is not None and CELL_WEIGHTS[""][0] in weights[1]
+        if keys or rows:
+            held = (
+                f"its {weights[0] if weights else ''} holds row and column embeddings"
+                if rows
+                else (f"it has the cells key {keys[0]!r}")
+            )
+            raise LakeshiftError(
+                f"{where}: model_type: {model_type!r}, but the checkpoint is a cells model ({held}, which "
+                f"{model_type} would drop); a cells model's model_type is {cells.MODEL_TYPE}"
+            )
+        return
+    legacy = "cells" not in config
+    if legacy:
+        spec = cells.CellSpec.from_legacy(config, str(where))
+    else:
+        spec = cells.CellSpec.from_json(config["cells"], f"{where}: cells")
+    if "cell_vocab" in config:
+        vocab, prefix = (
+            cells.CellVocab.from_config(config["cell_vocab"], f"{where}: cell_vocab"),
+            "cell_vocab.",
+        )
+    else:
+        vocab, prefix = cells.CellVocab.from_legacy(config, str(where)), "cell_"
+    missing = vocab.missing(walks=spec.walk != "none")
+    if missing:
+        raise LakeshiftError(
+            f"{where}: {prefix}{missing[0]}: missing or empty (the cells rule reads it: without it the "
+            "model's cells would be switched off)"
+        )
+    vocab_size = config.get("vocab_size")
+    if isinstance(vocab_size, int) and not isinstance(vocab_size, bool):
+        problem = vocab.id_problem(vocab_size)
+        if problem:
+            raise LakeshiftError(f"{where}: {prefix}{problem}")
+    if weights is None:
+        return
+    for part, names in CELL_WEIGHTS.items():
+        if part and not getattr(spec, part):
+            continue
+        absent = [n for n in names if n not in weights[1]]
+        if absent:
+            field = ("cell_" if legacy else "cells.") + part if part else "model_type"
+            said = f"{field}: true" if part else f"model_type: {cells.MODEL_TYPE}"
+            raise LakeshiftError(
+                f"{where}: {said}, but {folder / weights[0]} has no {absent[0]} (it would start from random "
+                "weights)"
+            )
 
 
 def cell_spec(spec: ModelSpec) -> cells.CellSpec:

@@ -121,14 +121,22 @@ class CellSpec:
         return spec
 
     @classmethod
-    def from_legacy(cls, fields: Mapping[str, Any]) -> CellSpec:
+    def from_legacy(cls, fields: Mapping[str, Any], where: str = "config.json") -> CellSpec:
         """The spec of a checkpoint saved with flat ``cell_*`` config keys (earlier generations).
 
         ``cell_grids``, ``cell_order`` map one to one; a non-empty ``cell_moves`` walks the answer,
         ``cell_trace_moves`` also the trace; ``cell_tables`` reads tables; ``cell_player`` read desc maps
         and gave the player flag, which only ever fired with ``next`` and trace moves; ``cell_shift`` is
         ``offsets: random``, a non-empty ``cell_coord_base`` ``coordinates: composed``.
+
+        Raises:
+            LakeshiftError: ``WHERE: KEY: problem`` for a ``cell_grids`` that is not a grids value, a flag
+                that is not true or false (the string ``"false"`` would read as on), or a ``cell_moves`` or
+                ``cell_coord_base`` that is not a table.
         """
+        problem = legacy_problem(fields)
+        if problem:
+            raise LakeshiftError(f"{where}: {problem}")
         grids: Any = fields.get("cell_grids") or "first"
         walk: Any = "trace" if fields.get("cell_trace_moves") else "answer"
         walk = walk if fields.get("cell_moves") else "none"
@@ -180,6 +188,26 @@ def _problem(spec: CellSpec) -> str | None:
             return f"{name}: {problem}"
     if spec.player and (spec.grids != "next" or spec.walk != "trace"):
         return "player: the flag marks the cell stated moves reached: it needs grids: next and walk: trace"
+    return None
+
+
+#: The flags of a legacy config (``cell_*`` keys) and its tables whose emptiness says what the model does.
+LEGACY_FLAGS = ("cell_trace_moves", "cell_player", "cell_order", "cell_tables", "cell_shift")
+LEGACY_TABLES = ("cell_moves", "cell_coord_base")
+
+
+def legacy_problem(fields: Mapping[str, Any]) -> str | None:
+    """``KEY: problem`` for the first behaviour key of a legacy config that :meth:`CellSpec.from_legacy`
+    could only guess from, or None (a key left out has its old default)."""
+    grids = fields.get("cell_grids") or "first"  # null: the generation before grids existed
+    if grids not in GRIDS:
+        return f"cell_grids: expected one of {', '.join(GRIDS)}, got {grids!r}"
+    for key in LEGACY_FLAGS:
+        if key in fields and not isinstance(fields[key], bool):
+            return f"{key}: expected true or false, got {fields[key]!r}"
+    for key in LEGACY_TABLES:
+        if key in fields and not isinstance(fields[key], Mapping):
+            return f"{key}: expected a mapping of token ids, got {type(fields[key]).__name__}"
     return None
 
 

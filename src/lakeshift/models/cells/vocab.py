@@ -5,14 +5,21 @@ model is trained with, and a checkpoint keeps a copy (``config.json``'s ``cell_v
 plain transformers. Checkpoints of earlier generations stored these tables as flat ``cell_*`` keys
 (:meth:`CellVocab.from_legacy`), some of them without the markers; those are filled from their tokenizer
 when lakeshift loads them.
+
+A config's tables are checked as they are read: a token id is a whole number, a cell's row and column are
+ones the model has embeddings for, a move is one step; a wrong one is one line naming the file and the key
+(a coordinate beyond the row embeddings would otherwise crash fine-tuning with an ``IndexError``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from lakeshift.errors import LakeshiftError
 
 #: The symbols of a grid cell (the grid input format).
 GRID_CELLS = ".PGX"
@@ -143,39 +150,132 @@ class CellVocab:
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_config(cls, values: Mapping[str, Any]) -> CellVocab:
-        """The vocab :meth:`to_config` wrote."""
-        return cls(**_typed({k: v for k, v in values.items() if k in _FIELDS}))
+    def from_config(cls, values: Any, where: str = "cell_vocab") -> CellVocab:
+        """The vocab :meth:`to_config` wrote.
+
+        Raises:
+            LakeshiftError: ``WHERE.FIELD: problem`` for a table of the wrong type or with a value the rule
+                cannot use, ``WHERE: ...`` for a value that is not a mapping.
+        """
+        if not isinstance(values, Mapping):
+            raise LakeshiftError(f"{where}: expected a mapping of token tables, got {_brief(values)}")
+        return cls(**_typed({k: v for k, v in values.items() if k in _FIELDS}, f"{where}."))
 
     @classmethod
-    def from_legacy(cls, fields: Mapping[str, Any]) -> CellVocab:
+    def from_legacy(cls, fields: Mapping[str, Any], where: str = "config.json") -> CellVocab:
         """The vocab stored as flat ``cell_*`` config keys (``cell_coords``, ``cell_first``, ...); the
-        coordinate bases were stored only for composed models and the moves only for walking ones."""
-        renamed = {"cell_coord_base": "coord_base"}
+        coordinate bases were stored only for composed models and the moves only for walking ones.
+
+        Raises:
+            LakeshiftError: ``WHERE: cell_FIELD: problem`` for a table that is null, of the wrong type or
+                with a value the rule cannot use.
+        """
         values = {}
         for key, value in fields.items():
-            name = renamed.get(key, key.removeprefix("cell_"))
-            if key.startswith("cell_") and name in _FIELDS and value is not None:
+            name = key.removeprefix("cell_")
+            if key.startswith("cell_") and name in _FIELDS:
+                if value is None:  # a table switched off by hand: cells would silently read nothing
+                    raise LakeshiftError(f"{where}: {key}: null (expected the table lakeshift wrote)")
                 values[name] = value
-        return cls(**_typed(values))
+        return cls(**_typed(values, f"{where}: cell_"))
+
+    def missing(self, walks: bool) -> list[str]:
+        """The tables the position rule cannot do without that are empty: the coordinate tokens, the grid
+        cells and the newline, and the moves of a model that ``walks``."""
+        needed = {"coords": self.coords, "first": self.first, "rest": self.rest, "newline": self.newline >= 0}
+        if walks:
+            needed["moves"] = self.moves
+        return [name for name, value in needed.items() if not value]
+
+    def id_problem(self, vocab_size: int) -> str | None:
+        """``FIELD: ...`` for a token id that is not in a vocabulary of ``vocab_size`` tokens, or None."""
+        for name, value in self.to_config().items():
+            if isinstance(value, Mapping):
+                ids = [int(k) for k in value] + (
+                    [int(v) for v in value.values()] if name == "coord_base" else []
+                )
+            else:
+                ids = list(value) if isinstance(value, list) else [value]
+            bad = next((i for i in ids if i >= vocab_size), None)
+            if bad is not None:
+                return f"{name}: token id {bad} is not below the vocab_size {vocab_size}"
+        return None
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(CellVocab)}
 
 
-def _typed(values: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON values of :class:`CellVocab` fields (string keys, lists) in their field's type."""
+def _typed(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """JSON values of :class:`CellVocab` fields (string keys, lists) in their field's type, each checked.
+
+    Raises:
+        LakeshiftError: ``{prefix}FIELD: problem`` for the first value the rule cannot use.
+    """
     typed: dict[str, Any] = {}
     for name, value in values.items():
-        default = _FIELDS[name].default
-        if name in ("coords", "moves"):
-            typed[name] = {int(k): (int(v[0]), int(v[1])) for k, v in value.items()}
-        elif name in ("coord_base", "numbers"):
-            typed[name] = {int(k): int(v) for k, v in value.items()}
-        elif isinstance(default, frozenset):
-            typed[name] = frozenset(value)
-        elif isinstance(default, tuple):
-            typed[name] = tuple(value)
-        else:
-            typed[name] = value
+        try:
+            typed[name] = _field(name, value)
+        except _Bad as bad:
+            raise LakeshiftError(f"{prefix}{name}: {bad}") from None
     return typed
+
+
+class _Bad(Exception):
+    """Why a config value cannot be a vocab field's (the message), raised inside :func:`_field`."""
+
+
+def _brief(value: Any) -> str:
+    return reprlib.repr(value)
+
+
+def _int(value: Any, low: int, high: int | None, what: str) -> int:
+    """``value`` as a whole number in ``[low, high]`` (a table's JSON key may be its digits)."""
+    number = int(value) if isinstance(value, str) and value.isdigit() else value
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise _Bad(f"expected {what}, got {_brief(value)}")
+    if number < low or (high is not None and number > high):
+        top = f" .. {high}" if high is not None else " or more"
+        raise _Bad(f"{what} must be {low}{top}, got {number}")
+    return number
+
+
+def _pair(value: Any, what: str) -> tuple[Any, Any]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise _Bad(f"expected {what} as a pair [row, column], got {_brief(value)}")
+    return value[0], value[1]
+
+
+def _field(name: str, value: Any) -> Any:
+    """The typed value of field ``name`` (raises :class:`_Bad`)."""
+    from lakeshift.models.cells.positions import MAX_CELL
+
+    default = _FIELDS[name].default
+    token = "a token id"
+    if name in ("coords", "moves", "coord_base", "numbers"):
+        if not isinstance(value, Mapping):
+            raise _Bad(f"expected a mapping of token ids, got {_brief(value)}")
+        out: dict[int, Any] = {}
+        for key, item in value.items():
+            tok = _int(key, 0, None, token)
+            if name == "coords":  # a cell beyond the row and column embeddings is an IndexError in training
+                r, c = _pair(item, "a cell")
+                out[tok] = (_int(r, 1, MAX_CELL - 1, "a row"), _int(c, 1, MAX_CELL - 1, "a column"))
+            elif name == "moves":
+                step = tuple(_int(d, -1, 1, "a step") for d in _pair(item, "a move"))
+                if abs(step[0]) + abs(step[1]) != 1:
+                    raise _Bad(f"token {tok}: a move is one step up, down, left or right, got {list(item)}")
+                out[tok] = step
+            elif name == "numbers":
+                out[tok] = _int(item, 1, MAX_CELL - 1, "a number")
+            else:
+                out[tok] = _int(item, 0, None, token)
+        return out
+    if isinstance(default, (frozenset, tuple)):
+        if not isinstance(value, (list, tuple)):
+            raise _Bad(f"expected a list of token ids, got {_brief(value)}")
+        # -1 stands for a word the tokenizer lacks in the fixed-length tables (col_words, table_row)
+        ids = [
+            _int(v, -1 if name in ("col_words", "table_row", "row_words") else 0, None, token) for v in value
+        ]
+        return frozenset(ids) if isinstance(default, frozenset) else tuple(ids)
+    return _int(value, -1, None, token)
