@@ -81,8 +81,9 @@ def test_an_inspect_log_reports_its_evaluated_maps_with_inspects_accuracy(
     assert float(row["acc"]) == pytest.approx(successes / 5, abs=1e-4)
     # lakeshift score reads the log too, against the maps its scorer read.
     maps = Path(prediction_rows(path)[0][1]["maps"])
-    assert main(["score", "--maps", str(maps), "--predictions", str(path)]) == 0
-    assert f"accuracy {successes}/5 " in capsys.readouterr().out
+    for given in (path, runs):  # the log, or a folder holding it
+        assert main(["score", "--maps", str(maps), "--predictions", str(given)]) == 0
+        assert f"accuracy {successes}/5 " in capsys.readouterr().out
 
 
 def test_an_lmms_eval_samples_file_reports_its_logged_maps(

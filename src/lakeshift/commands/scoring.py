@@ -121,18 +121,20 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def predictions_paths(given: list[Path]) -> list[Path]:
     """The predictions files named by ``--predictions``: files as given, a folder's predictions files
-    (``*.jsonl`` or ``*.jsonl.gz`` whose first record has ``id`` and ``output``, sorted), a glob's matches
-    (sorted).
+    (``*.jsonl`` or ``*.jsonl.gz`` whose first record has ``id`` and ``output``, sorted, then its inspect
+    ``.eval`` logs), a glob's matches (sorted).
 
     Raises:
         LakeshiftError: a folder without predictions files, or a glob that matches nothing.
     """
     import glob
 
+    from lakeshift.scoring.harness_logs import harness_logs
+
     out: list[Path] = []
     for p in given:
         if p.is_dir():
-            found = [f for f in jsonl_files(p) if is_predictions_file(f)]
+            found = [f for f in jsonl_files(p) if is_predictions_file(f)] + harness_logs(p, recursive=False)
             if not found:
                 raise LakeshiftError(
                     f"--predictions {p}: no predictions files (*.jsonl or *.jsonl.gz with 'id' and 'output') "

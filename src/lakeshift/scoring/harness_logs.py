@@ -62,10 +62,11 @@ def is_harness_log(path: Path, first: Mapping[str, Any] | None = None) -> bool:
     return is_inspect_log(path) or is_lmms_samples(path, first)
 
 
-def harness_logs(folder: Path) -> list[Path]:
-    """The inspect ``.eval`` logs under ``folder`` (recursively, sorted); lmms-eval's files are JSONL and
-    found with the predictions files."""
-    return sorted(p for p in folder.rglob("*.eval") if is_inspect_log(p))
+def harness_logs(folder: Path, recursive: bool = True) -> list[Path]:
+    """The inspect ``.eval`` logs in ``folder`` (and its subfolders), sorted; lmms-eval's files are JSONL
+    and found with the predictions files."""
+    find = folder.rglob if recursive else folder.glob
+    return sorted(p for p in find("*.eval") if is_inspect_log(p))
 
 
 def prediction_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
