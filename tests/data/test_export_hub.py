@@ -161,3 +161,23 @@ def test_the_sft_export_carries_each_maps_size_and_distance(tmp_path):
             maps[r["id"]][k] for k in ("size", "d_inf", "optimal_length")
         )
     assert json.loads(json.dumps(rows[0]["messages"]))[1]["role"] == "user"
+
+
+def test_the_manual_shows_the_export_as_it_runs(tmp_path, monkeypatch):
+    from test_readme import fenced_blocks
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "data.md"
+    blocks = fenced_blocks(page)
+    at = next(i for i, (lang, text) in enumerate(blocks) if "lakeshift export data/tiny" in text)
+    commands = [line.split("#")[0].split() for line in blocks[at][1].splitlines() if line.strip()]
+    shown = blocks[at + 1][1]
+    monkeypatch.chdir(tmp_path)
+    for argv in commands:
+        assert argv[0] == "lakeshift"
+        code, err = quiet_main(argv[1:])
+        assert code == 0, err
+    assert err == shown
+    row = _load(tmp_path / "frozenlake-tiny", tmp_path)["ood_dist"][0]
+    python = next(text for lang, text in blocks[at + 2 :] if lang == "python")
+    expected = f"# {(row['size'], row['d_inf'], row['optimal_length'], row['answer'])!r}"
+    assert expected in python
