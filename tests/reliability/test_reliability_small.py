@@ -25,7 +25,7 @@ from lakeshift.scoring import VSP_MAX_STEPS, extract, parse_moves
 LETTERS = {"UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 
-# ----- openai: content null is retried; error bodies are redacted ------------------------------------------
+# ----- openai: content null is retried, then recorded empty; error bodies are redacted ----------------------
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("d")
@@ -83,19 +83,20 @@ def test_a_null_content_reply_is_retried_not_recorded_empty(data: Path, tmp_path
     assert len(server.requests) == 5  # 2 null replies retried + 3 answers
 
 
-def test_null_content_every_time_is_an_error_and_nothing_empty_is_written(
+def test_null_content_every_time_is_recorded_empty_with_the_reason_and_the_run_goes_on(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = NullContentOpenAI(_answers(data), nulls=10**6)
     out = tmp_path / "p.jsonl"
     try:
-        assert _predict(data, out, server.url, "--max-retries", "1", "--limit", "1") == 2
+        assert _predict(data, out, server.url, "--max-retries", "1", "--limit", "1") == 0
     finally:
         server.close()
     err = capsys.readouterr().err
-    assert "gave up after 1 retries (the reply has no text (content: null" in err
+    assert "recorded as no_answer (no text after 2 tries: the reply has no text (content: null" in err
     assert "Traceback" not in err
-    assert not out.exists() or out.read_text().strip() == ""
+    [row] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert row["output"] == "" and "content: null" in row["error"]
 
 
 def test_server_error_bodies_never_show_the_api_key(
