@@ -125,3 +125,17 @@ def test_every_plotted_point_carries_its_interval_at_small_n(tmp_path: Path) -> 
         with_bars = sum(len(c.lines[2][0].get_segments()) for c in bars if c.lines[2])
         assert with_bars == points, (ax.get_title(), with_bars, points)
     figures._plt().close(fig)
+
+
+def test_a_folder_named_for_a_path_cot_gives_its_formats(tmp_path: Path) -> None:
+    """The demo's second model trains on the coordinate-path CoT: its folder ``grid__coords`` names its
+    formats as ``grid__none`` does, instead of leaving them unknown (``?``)."""
+    data = make_suite(tmp_path, per_size=2)
+    runs = tmp_path / "runs"
+    noisy_predictions(data, runs, "grid__coords", 1, cot="coords")
+    out = tmp_path / "rep"
+    argv = ["report", str(runs), "--out", str(out), "--data", str(data), "--no-baselines", "--examples", "0"]
+    assert main(argv) == 0
+    rows = list(csv.DictReader((out / "by_split.csv").open()))
+    assert {(r["input_format"], r["cot_format"]) for r in rows} == {("grid", "coords")}
+    assert "| Grid | Coords |" in (out / "table1.md").read_text()

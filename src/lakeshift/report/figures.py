@@ -160,10 +160,15 @@ def _reference_rows(
 
 
 def _draw(
-    ax: Any, pts: Sequence[tuple[float, float | None, Cell | None]], style: dict[str, Any], band: bool
+    ax: Any,
+    pts: Sequence[tuple[float, float | None, Cell | None]],
+    style: dict[str, Any],
+    band: bool,
+    faint: bool = False,
 ) -> None:
     """One line with its 95% Wilson interval at every point: with ``band``, a band over the points with at
-    least :data:`BAND_MIN_N` maps; an error bar at every other point (small n, or a crowded panel)."""
+    least :data:`BAND_MIN_N` maps; an error bar at every other point (small n, or a crowded panel), ``faint``
+    for a reference policy's line, whose bars would otherwise hide the models' at the same x."""
     pts = [p for p in pts if p[2] is None or p[2].n >= POINT_MIN_N]
     if not pts:
         return
@@ -190,9 +195,9 @@ def _draw(
             yerr=[[y - c.interval[0] for _, y, c in bars], [c.interval[1] - y for _, y, c in bars]],
             fmt="none",
             ecolor=style["color"],
-            elinewidth=0.8,
-            capsize=2,
-            alpha=0.6,
+            elinewidth=0.6 if faint else 0.9,
+            capsize=0 if faint else 2,
+            alpha=0.3 if faint else 0.7,
         )
 
 
@@ -329,7 +334,9 @@ def fig_accuracy_vs_length(
             pts = sorted(
                 (int(k[1]), c.acc, c) for k, c in by_length.items() if k[0] == key and k[1] is not None
             )
-            _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
+            _draw(
+                ax, pts, styles.style(key), band and styles.kind(key) == "model", styles.kind(key) != "model"
+            )
         if train_hist:
             # Shaded, not a line: lines are runs (and dashed ones are the paper's).
             longest = max([*train_hist, *(int(k[1]) for k in by_length if k[1] is not None)])
@@ -383,7 +390,13 @@ def fig_accuracy_vs_dinf(
                     for k, c in by_split_dinf.items()
                     if k[0] == key and k[1] == split and k[2] is not None
                 )
-                _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
+                _draw(
+                    ax,
+                    pts,
+                    styles.style(key),
+                    band and styles.kind(key) == "model",
+                    styles.kind(key) != "model",
+                )
             if reference is not None and split == reference.embed_split:
                 for key in rrefs:
                     ref_pts = sorted(
@@ -438,7 +451,13 @@ def fig_accuracy_vs_size(
                     for k, c in by_split_size.items()
                     if k[0] == key and k[1] in splits and k[2] is not None
                 )
-                _draw(ax, pts, styles.style(key), band and styles.kind(key) == "model")
+                _draw(
+                    ax,
+                    pts,
+                    styles.style(key),
+                    band and styles.kind(key) == "model",
+                    styles.kind(key) != "model",
+                )
             if reference is not None:
                 for key in rrefs:
                     ref_pts = sorted(

@@ -24,6 +24,8 @@ COT_NAMES = {
     "table": "Table",
     "grid+desc": "Grid + Descr.",
     "table+desc": "Table + Descr.",
+    "astar": "A* trace",
+    "coords": "Coords",
 }
 #: Table 1 column groups: (header, short name, split, sizes).
 TABLE1_GROUPS: tuple[tuple[str, str, str, tuple[int, ...]], ...] = (
