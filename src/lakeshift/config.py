@@ -219,6 +219,14 @@ _STANDARD_TAGS = {
 }
 
 
+def dump_yaml(value: Any) -> str:
+    """``value`` (plain mappings, lists and scalars) as block-style YAML, keys in their order: for the YAML
+    that lakeshift writes (a dataset card's front matter), so PyYAML stays imported here alone."""
+    import yaml
+
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True)
+
+
 def load_yaml(path: str | Path) -> SourcedConfig:
     """Parses a YAML file, recording the 1-based line of every mapping key and list item.
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift import formats, traces
+from lakeshift.config import dump_yaml
 from lakeshift.data.maps import load_maps, map_from_record
 from lakeshift.data.stats import split_stats
 from lakeshift.env import FrozenLakeMap
@@ -304,11 +305,7 @@ def dataset_card(
 ) -> str:
     """The README.md of the dataset folder: front matter, then what the splits are, their statistics, how to
     load and score them, the citation and the licences."""
-    import yaml
-
-    yaml_text = yaml.safe_dump(
-        front_matter(infos, features, suite=suite), sort_keys=False, allow_unicode=True
-    )
+    yaml_text = dump_yaml(front_matter(infos, features, suite=suite))
     official = [i for i in infos if i.official]
     generated = [i for i in infos if not i.official]
     first = infos[0].hub_name
