@@ -476,7 +476,8 @@ def _export_hub(args: argparse.Namespace) -> int:
         print(f"{out}: split {info.hub_name}: {info.num_examples} rows", file=sys.stderr)
     rows = sum(info.num_examples for info in infos)
     print(
-        f"{out}: {len(infos)} splits, {rows} rows; load with datasets.load_dataset({str(out)!r})",
+        f"{out}: {len(infos)} split{'s' if len(infos) != 1 else ''}, {rows} rows; "
+        f"load with datasets.load_dataset({str(out)!r})",
         file=sys.stderr,
     )
     return 0
