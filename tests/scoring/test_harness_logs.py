@@ -109,3 +109,42 @@ def test_an_lmms_eval_samples_file_reports_its_logged_maps(
     (row,) = [r for r in csv.DictReader((out / "by_split.csv").open())]
     assert (row["model"], row["input_format"], row["split"]) == ("tiny-vl", "grid", "id-test")
     assert int(row["n"]) == 3 and int(row["success"]) == 2
+
+
+@pytest.mark.slow
+def test_a_json_log_of_inspects_cli_on_a_model_trained_here_reports_as_its_scorer_scored(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``inspect eval lakeshift/frozenlake --model lakeshift/RUN --limit 3 --log-format json`` on a tiny cells
+    model trained here (offline): the report counts the three maps inspect evaluated, each with the verdict
+    inspect's scorer gave it; a log of another task in the folder is passed over."""
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    train = ["train", "--data", str(data), "--split", "id-test", "--input", "grid", "--cot", "grid"]
+    train += ["--model", "micro-cells", "--max-steps", "20", "--out", str(run)]
+    assert main(train) == 0
+    logs = tmp_path / "runs" / "inspect"
+    argv = ["eval", "lakeshift/frozenlake", "-T", f"data={data}", "-T", "cot=grid", "--limit", "3"]
+    argv += ["--model", f"lakeshift/{run}", "--max-tokens", "24", "--log-dir", str(logs)]
+    argv += ["--log-format", "json", "--display", "none"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "inspect_ai", *argv], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (log_file,) = logs.glob("*.json")
+    log = json.loads(log_file.read_text())
+    other = dict(log, eval={**log["eval"], "task": "other/task"})
+    (logs / "other-task.json").write_text(json.dumps(other))
+    verdicts = {s["id"]: s["scores"]["frozenlake_scorer"]["explanation"] for s in log["samples"]}
+    out = tmp_path / "rep"
+    assert (
+        main(["report", str(tmp_path / "runs"), "--out", str(out), "--no-baselines", "--examples", "0"]) == 0
+    )
+    capsys.readouterr()
+    (scored_file,) = (out / "scored").glob("*.jsonl")
+    scored = {r["id"]: r["verdict"] for r in map(json.loads, scored_file.read_text().splitlines())}
+    assert scored == verdicts and len(scored) == 3

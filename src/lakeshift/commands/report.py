@@ -3,9 +3,9 @@
 How ``report`` finds its inputs
 -------------------------------
 Every ``*.jsonl`` under ``RUNS_DIR`` (recursively, sorted) whose first record has ``id`` and ``output`` is a
-predictions file; so are inspect ``.eval`` logs and lmms-eval ``--log_samples`` files, read as the
-predictions rows they hold (the evaluated maps their ``selection``); other JSONL files (scored records,
-logs) are skipped. Its maps file is, in this order:
+predictions file; so are inspect logs (``.eval``, ``.json``) and lmms-eval ``--log_samples`` files, read
+as the predictions rows they hold (the evaluated maps their ``selection``); other JSONL files (scored
+records, logs) are skipped. Its maps file is, in this order:
 
 1. the ``maps`` field of its first record (a path; relative paths are relative to the predictions file);
 2. ``DATA_DIR/<split>/maps.jsonl`` with ``--data DATA_DIR``, where ``<split>`` is the first record's
@@ -59,7 +59,7 @@ def find_runs(runs_dir: Path, data: Path | None, allow_empty: bool = False) -> l
     runs = []
     sharded: dict[tuple[Path, str], Any] = {}  # the shard files of one set are one run
     for path in [*jsonl_files(runs_dir, recursive=True), *harness_logs.harness_logs(runs_dir)]:
-        first = first_record(path) if path.suffix != ".eval" else None
+        first = first_record(path) if path.name.endswith((".jsonl", ".jsonl.gz")) else None
         if harness_logs.is_harness_log(path, first):
             rows = harness_logs.prediction_rows(path)
             first = rows[0][1] if rows else None

@@ -7,7 +7,8 @@ The evaluated subset comes from the log as the row's ``selection`` (``{"ids": [.
 never asked (``--limit``, ``per_size``) are not counted as missing, maps it was asked but did not answer
 (an interrupted run) are.
 
-* **inspect** (``*.eval``, the task ``lakeshift/frozenlake``): a row per sample id, ``output`` the
+* **inspect** (``*.eval``, or ``*.json`` with ``--log-format json``; the task ``lakeshift/frozenlake``,
+  other tasks' logs are passed over): a row per sample id, ``output`` the
   completion of epoch 1 and, with several epochs, ``samples`` all of them (``n_samples`` the epochs asked);
   ``model`` inspect's model name; ``split``, ``input_format``, ``cot_format`` and the ``decoding`` preset
   from the task's metadata; ``maps`` the maps file the task's scorer read; ``selection`` the ids of the
@@ -38,15 +39,35 @@ LMMS_SAMPLES = re.compile(r"_samples_(?P<task>frozenlake_[^/]+?)\.jsonl$")
 _INPUTS = ("image", "desc", "table", "grid")
 
 
+#: How an inspect log in its JSON format begins (``--log-format json``).
+_INSPECT_JSON = re.compile(rb'^\{\s*"version":\s*\d+,\s*"status":\s*"[a-z]+",\s*"eval":\s*\{')
+#: The task whose logs hold FrozenLake answers (the name inspect records, with or without the package).
+TASK_NAMES = ("lakeshift/frozenlake", "frozenlake")
+
+
 def is_inspect_log(path: Path) -> bool:
-    """Whether ``path`` is an inspect log in its ``.eval`` format (a zip archive)."""
-    if path.suffix != ".eval" or not path.is_file():
+    """Whether ``path`` is an inspect log: its ``.eval`` format (a zip archive) or its JSON format."""
+    if path.suffix not in (".eval", ".json") or not path.is_file():
         return False
     try:
         with path.open("rb") as f:
-            return f.read(4) == b"PK\x03\x04"
+            head = f.read(512)
     except OSError:
         return False
+    return head[:4] == b"PK\x03\x04" if path.suffix == ".eval" else bool(_INSPECT_JSON.match(head))
+
+
+def is_frozenlake_log(path: Path) -> bool:
+    """Whether the inspect log ``path`` is one of the task ``lakeshift/frozenlake`` (its header read alone);
+    without ``inspect_ai`` every log is taken, and reading it says what is missing."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        return True
+    try:
+        return read_eval_log(str(path), header_only=True).eval.task in TASK_NAMES
+    except Exception:  # a damaged log: reading it in full names the problem
+        return True
 
 
 def is_lmms_samples(path: Path, first: Mapping[str, Any] | None = None) -> bool:
@@ -63,10 +84,11 @@ def is_harness_log(path: Path, first: Mapping[str, Any] | None = None) -> bool:
 
 
 def harness_logs(folder: Path, recursive: bool = True) -> list[Path]:
-    """The inspect ``.eval`` logs in ``folder`` (and its subfolders), sorted; lmms-eval's files are JSONL
-    and found with the predictions files."""
+    """The inspect logs of ``lakeshift/frozenlake`` in ``folder`` (and its subfolders), sorted; logs of
+    other tasks are passed over. lmms-eval's files are JSONL and found with the predictions files."""
     find = folder.rglob if recursive else folder.glob
-    return sorted(p for p in find("*.eval") if is_inspect_log(p))
+    found = sorted({*find("*.eval"), *find("*.json")})
+    return [p for p in found if is_inspect_log(p) and is_frozenlake_log(p)]
 
 
 def prediction_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
@@ -95,6 +117,8 @@ def _inspect_rows(path: Path) -> Iterator[dict[str, Any]]:
     except Exception as err:  # inspect raises its own and pydantic's errors for a damaged log
         raise LakeshiftError(f"{path}: not a readable inspect log ({type(err).__name__}: {err})") from None
     ev = log.eval
+    if ev.task not in TASK_NAMES:
+        raise LakeshiftError(f"{path}: a log of inspect's task {ev.task!r}, not of lakeshift/frozenlake")
     meta = dict(ev.metadata or {})
     args = dict(ev.task_args or {})
     base: dict[str, Any] = {"model": str(ev.model), "harness": "inspect"}
