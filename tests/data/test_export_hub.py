@@ -93,7 +93,8 @@ def test_an_official_part_gets_its_own_licence_in_the_card(tmp_path):
     code, err = quiet_main(["export", data, "--out", out, "--splits", "id-test,ood-dist"])
     assert code == 0, err
     card = huggingface_hub.DatasetCard.load(out / "README.md")
-    assert card.data.license == "other"
+    assert card.data.license == "other" and card.data.license_link == "LICENSE.md"
+    assert "Visual Spatial Planning" in (out / "LICENSE.md").read_text()
     assert "MIT License" in card.text and "Visual Spatial Planning" in card.text and "Mirage" in card.text
     suite = _load(out, tmp_path)
     assert sorted(suite) == ["id_test", "ood_dist"]

@@ -431,6 +431,9 @@ def _write_hub(split_dirs: list[Path], out: Path, suite: str | None) -> list[Any
     # datasets' own spelling of its features in a card (what push_to_hub writes).
     card = export.dataset_card(infos, features._to_yaml_list(), suite=suite)
     (out / "README.md").write_text(card, encoding="utf-8")
+    if any(info.official for info in infos):  # the card's license_link
+        licence = "\n\n".join(export.licence_paragraphs(infos))
+        (out / "LICENSE.md").write_text(f"# Licence\n\n{licence}\n", encoding="utf-8")
     return infos
 
 

@@ -262,7 +262,9 @@ def front_matter(
         "license": "other" if official else "mit",
     }
     if official:
-        meta["license_name"] = "mixed: MIT for generated splits; see the card for the official splits"
+        # The Hub's way to name a licence of its own: a slug, and the file that says it.
+        meta["license_name"] = "mit-and-official-vsp-mirage-maps"
+        meta["license_link"] = "LICENSE.md"
     meta |= {
         "language": ["en"],
         "task_categories": ["visual-question-answering", "text-generation"],
@@ -300,29 +302,38 @@ def _stats_table(infos: Sequence[SplitInfo]) -> str:
     return "\n".join(lines)
 
 
-def dataset_card(
-    infos: Sequence[SplitInfo], features: list[dict[str, Any]], *, suite: str | None = None
-) -> str:
-    """The README.md of the dataset folder: front matter, then what the splits are, their statistics, how to
-    load and score them, the citation and the licences."""
-    yaml_text = dump_yaml(front_matter(infos, features, suite=suite))
+def licence_paragraphs(infos: Sequence[SplitInfo]) -> list[str]:
+    """Whose each part is: the generated splits lakeshift's (MIT), an official part Mirage's and VSP's (the
+    card's licence section, and ``LICENSE.md`` when there is an official part)."""
     official = [i for i in infos if i.official]
     generated = [i for i in infos if not i.official]
-    first = infos[0].hub_name
-    licence = [
-        "The maps that lakeshift generated"
-        + (f" ({', '.join(f'`{i.hub_name}`' for i in generated)})" if generated else "")
-        + " are released under the MIT licence, as lakeshift is."
-    ]
+    out = []
+    if generated:
+        names = ", ".join(f"`{i.hub_name}`" for i in generated)
+        out.append(
+            f"The maps that lakeshift generated ({names}) are released under the MIT licence, as "
+            "lakeshift is."
+        )
     if official:
         names = ", ".join(f"`{i.hub_name}`" for i in official)
-        licence.append(
+        out.append(
             f"The official part ({names}) is not lakeshift's: it was imported from Mirage's "
             "`vsp_spatial_planning` files (Yang et al., 2025; github.com/UMass-Embodied-AGI/Mirage, whose "
             "repository states no licence), whose maps come from the Visual Spatial Planning benchmark "
             "(Wu et al., 2024; github.com/UCSB-NLP-Chang/Visual-Spatial-Planning, MIT License, Copyright (c) "
             "2025 UCSB ML&NLP Group). Check their terms before redistributing these splits."
         )
+    return out
+
+
+def dataset_card(
+    infos: Sequence[SplitInfo], features: list[dict[str, Any]], *, suite: str | None = None
+) -> str:
+    """The README.md of the dataset folder: front matter, then what the splits are, their statistics, how to
+    load and score them, the citation and the licences."""
+    yaml_text = dump_yaml(front_matter(infos, features, suite=suite))
+    first = infos[0].hub_name
+    licence = licence_paragraphs(infos)
     split_list = "\n".join(
         f"- `{i.hub_name}` (lakeshift split `{i.name}`): {i.num_examples} maps, "
         f"{'train' if i.variant == 'train' else 'test'} prompt variant"
