@@ -17,6 +17,7 @@ from lakeshift import formats, scoring
 #: The core packages whose docstrings are checked: every module in them; and the cells model's pure rule.
 MODULES = (
     "lakeshift.env",
+    "lakeshift.traces.wave",
     "lakeshift.models.cells.spec",
     "lakeshift.models.cells.positions",
     *(

@@ -39,8 +39,9 @@ def solved_maps(draw: st.DrawFn) -> tuple[FrozenLakeMap, list[str]]:
     return m, m.optimal_path(draw(st.sampled_from(TIE_BREAKS)), rng)
 
 
-# astar answers with A*'s own path when the search never reached the plan's cells: test_traces_search.py.
-@pytest.mark.parametrize("cot", [c for c in traces.COT_FORMATS if c != "astar"])
+# astar answers with A*'s own path when the search never reached the plan's cells (test_traces_search.py);
+# wave answers the path of its arrows (test_traces_wave.py).
+@pytest.mark.parametrize("cot", [c for c in traces.COT_FORMATS if c not in ("astar", *traces.MAP_COTS)])
 @settings(max_examples=60, deadline=None)
 @given(case=solved_maps())
 def test_trace_follows_path_and_shows_simulated_states(cot: str, case: tuple) -> None:
@@ -155,7 +156,7 @@ def test_trace_follows_a_path_that_is_not_shortest() -> None:
         "Thus, I will move LEFT instead.",
     ]
     for cot in traces.COT_FORMATS[1:]:
-        if cot == "astar":  # a search trace always reads back a shortest path
+        if cot in ("astar", *traces.MAP_COTS):  # a search trace or a wave always answers a shortest path
             continue
         assert [s.move for s in traces.parse_steps(traces.completion(m, path, cot), cot, m)] == path
 
@@ -263,7 +264,7 @@ DISTANCE_SENTENCE = re.compile(
     r" (However, moving \w+ leads to a longer path, so I will not move \w+\.|"
     r"Moving \w+ is safe, but moving \w+ is just as short\.|Moving \w+ is shorter, but I will move \w+\.)"
 )
-WALK_COTS = tuple(c for c in traces.COT_FORMATS if c != "astar")
+WALK_COTS = tuple(c for c in traces.COT_FORMATS if c not in ("astar", *traces.MAP_COTS))
 
 
 @given(solved_maps())
@@ -312,6 +313,8 @@ def test_a_walk_must_stay_safe_and_end_where_it_reaches_the_goal() -> None:
         traces.walk_completions(FIG3, ["LEFT", "UP", "UP", "RIGHT", "RIGHT"], ("grid",))
     with pytest.raises(ValueError, match="astar"):
         traces.walk_completions(FIG3, ["LEFT"], ("astar",))
+    with pytest.raises(ValueError, match="wave has no walk trace"):
+        traces.walk_completions(FIG3, ["LEFT"], ("grid", "wave"))
     # a walk that stops short is a walk: its trace ends with its own moves
     assert traces.walk_completions(FIG3, ["LEFT", "UP"], ("coords",))["coords"] == (
         "(3,2) (3,1) (2,1)\n\\boxed{LEFT, UP}"

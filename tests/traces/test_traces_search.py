@@ -316,7 +316,9 @@ def test_the_format_vocabularies_are_defined_once() -> None:
     assert validate.COT_FORMATS is model_commands.COT_FORMATS is traces.COT_FORMATS
     assert validate.INPUT_FORMATS is model_commands.INPUT_FORMATS is formats.INPUT_FORMATS
     assert suites.INPUT_FORMATS is formats.INPUT_FORMATS
-    assert verdicts.TRACE_COTS is rewards.TRACE_COTS is pretrain.TRACE_COTS is traces.TRACE_COTS
+    assert verdicts.TRACE_COTS is rewards.TRACE_COTS is traces.TRACE_COTS
+    # a pretraining corpus never writes a plan: a wave trace is one
+    assert tuple(c for c in traces.TRACE_COTS if c not in traces.MAP_COTS) == pretrain.TRACE_COTS
     assert set(traces.PATH_COTS) <= set(traces.TRACE_COTS) == set(traces.COT_FORMATS) - {"none"}
     assert extraction.BOXED is trace_checks.BOXED is tokenizer.BOXED is traces.BOXED
 

@@ -68,7 +68,11 @@ from lakeshift.formats.prompts import SYSTEM_PROMPT
 from lakeshift.io import write_jsonl
 from lakeshift.models.train_options import TrainOptions
 from lakeshift.options import check_config, config_keys
-from lakeshift.traces import TRACE_COTS, astar_search, astar_text, boxed, cell_text, walk_completions
+from lakeshift.traces import MAP_COTS, astar_search, astar_text, boxed, cell_text, walk_completions
+from lakeshift.traces import TRACE_COTS as _ALL_TRACE_COTS
+
+#: The CoT formats a corpus can write for a random walk: not ``wave``, whose frames are the map's own plan.
+TRACE_COTS: tuple[str, ...] = tuple(c for c in _ALL_TRACE_COTS if c not in MAP_COTS)
 
 TASKS: tuple[str, ...] = ("walk", "moves", "trace")
 #: The tasks of a config that names none (the shipped ``mini-cells-base``).

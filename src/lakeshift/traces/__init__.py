@@ -76,6 +76,10 @@ formats write them, no spaces inside):
   The second version of the paper (OpenReview LAzMmAeHyJ) reports an A*-step CoT but does not publish its
   text: this format is our own design, kept short (the small models' tokenizer has one token per character).
 
+``wave``: the breadth-first distances from the goal, drawn as frames of the map in which each cell reached
+shows its arrow toward the goal, then the path the arrows give (:mod:`lakeshift.traces.wave`, its rules and
+an example).
+
 The move announced is always the path's next move, so the trace follows the answer whatever the path (it must
 be a successful plan: no hole, no off-edge move, the goal reached only by the last move).
 
@@ -114,6 +118,7 @@ from lakeshift.traces.render import (
 from lakeshift.traces.vocabulary import (
     BOXED,
     COT_FORMATS,
+    MAP_COTS,
     MAP_FORMAT,
     PATH_COTS,
     TRACE_COTS,
@@ -123,10 +128,24 @@ from lakeshift.traces.vocabulary import (
     into_hole,
     normalise_move,
 )
+from lakeshift.traces.wave import (
+    ARROW_ORDER,
+    ARROWS,
+    ParsedWave,
+    follow_arrows,
+    parse_wave,
+    wave_arrows,
+    wave_frames,
+    wave_path,
+    wave_text,
+)
 
 __all__ = [
+    "ARROWS",
+    "ARROW_ORDER",
     "BOXED",
     "COT_FORMATS",
+    "MAP_COTS",
     "MAP_FORMAT",
     "PATH_COTS",
     "SEARCH_ORDER",
@@ -135,6 +154,7 @@ __all__ = [
     "Distances",
     "Expansion",
     "ParsedSearch",
+    "ParsedWave",
     "SearchRun",
     "TraceStep",
     "astar_read_back",
@@ -145,6 +165,7 @@ __all__ = [
     "completion",
     "completions",
     "direct_moves",
+    "follow_arrows",
     "goal_distances",
     "implied_move",
     "into_hole",
@@ -153,8 +174,13 @@ __all__ = [
     "parse_cells",
     "parse_search",
     "parse_steps",
+    "parse_wave",
     "path_step_span",
     "search_order",
     "step_sentences",
     "walk_completions",
+    "wave_arrows",
+    "wave_frames",
+    "wave_path",
+    "wave_text",
 ]

@@ -13,6 +13,7 @@ from lakeshift.env import LETTER_MOVES, Cell, FrozenLakeMap
 from lakeshift.formats import BoardState, FormatError, parse
 from lakeshift.traces.astar import SEARCH_ORDER, Expansion
 from lakeshift.traces.vocabulary import BOXED, COT_FORMATS, MAP_FORMAT, PATH_COTS, implied_move
+from lakeshift.traces.wave import parse_wave
 
 _ANNOUNCE = re.compile(r"I will move (UP|DOWN|LEFT|RIGHT)\b")
 _HEADER = re.compile(r"This is a \d+x\d+ map\.")
@@ -155,6 +156,10 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
     every map block is a step. Malformed blocks give a step with ``state=None`` and an ``error``; an announced
     move without its map (combined formats) gives a step with ``error="no map after the announced move"``.
 
+    A ``wave`` trace gives one step per frame (:func:`lakeshift.traces.wave.parse_wave`), with ``state_text``
+    the frame as written, ``state`` ``None`` (a frame of arrows is no board) and ``error`` for a frame with a
+    line that is not a row of cells.
+
     Path CoTs give one step per move of the path they write (``coords``: its cells; ``astar``: the ``path:``
     read-back, reversed to start first), with ``cell`` the cell reached and ``error`` for a cell that is not
     adjacent to the previous one; :func:`parse_search` reads an ``astar`` trace's expansions.
@@ -171,6 +176,10 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
         raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
     if cot == "none":
         return []
+    if cot == "wave":
+        parsed = parse_wave(text)
+        why = {k: err for k, err in reversed(parsed.errors)}
+        return [TraceStep(None, state_text=t, error=why.get(k)) for k, t in enumerate(parsed.texts)]
     if cot in PATH_COTS:
         if cot == "coords":
             cells = parse_cells(text)

@@ -10,6 +10,7 @@ from lakeshift.formats import BoardState, render_state
 from lakeshift.traces.astar import astar_text
 from lakeshift.traces.vocabulary import (
     COT_FORMATS,
+    MAP_COTS,
     MAP_FORMAT,
     PATH_COTS,
     boxed,
@@ -17,6 +18,7 @@ from lakeshift.traces.vocabulary import (
     into_hole,
     normalise_move,
 )
+from lakeshift.traces.wave import wave_text
 
 
 def direct_moves(pos: Cell, goal: Cell) -> list[str]:
@@ -111,7 +113,8 @@ def completion(m: FrozenLakeMap, path: Sequence[str], cot: str, *, table_style: 
 
     Args:
         m: The map.
-        path: A successful plan (full move names or letters), normally the map's optimal path.
+        path: A successful plan (full move names or letters), normally the map's optimal path. A ``wave``
+            trace answers the path its arrows give instead (:mod:`lakeshift.traces.wave`).
         cot: One of :data:`COT_FORMATS`.
         table_style: Table CoTs only: ``"compact"`` (default) or ``"aligned"``.
 
@@ -159,12 +162,14 @@ def walk_completions(
     so the narration of a walk never says which move is better. ``oxed{...}`` holds the walk's moves.
 
     Raises:
-        ValueError: unknown ``cots`` or ``astar`` (a search trace is not a walk's: it chooses its own
-            moves), or a walk that enters a hole, moves off the edge or passes the goal.
+        ValueError: unknown ``cots``, ``astar`` or ``wave`` (a search trace or a wave is not a walk's: it
+            chooses its own moves), or a walk that enters a hole, moves off the edge or passes the goal.
     """
     _check_cots(cots)
-    if "astar" in cots:
-        raise ValueError("astar has no walk trace: the search chooses its own path")
+    for cot in ("astar", *MAP_COTS):
+        if cot in cots:
+            chooser = "the search" if cot == "astar" else "the map's wave"
+            raise ValueError(f"{cot} has no walk trace: {chooser} chooses its own path")
     moves = [normalise_move(move) for move in walk]
     return _traces(m, moves, _check_walk(m, moves), cots, table_style, facts_only=True)
 
@@ -192,6 +197,8 @@ def _traces(
         path_texts["coords"] = " ".join(cell_text(p) for p in positions) + "\n" + answer
     if "astar" in cots:
         path_texts["astar"] = astar_text(m, positions)
+    if "wave" in cots:
+        path_texts["wave"] = wave_text(m)
     sentences: list[str] = []
     if any(cot.endswith("desc") for cot in cots):
         dist: dict[Cell, int] = {}

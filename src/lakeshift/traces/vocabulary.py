@@ -6,9 +6,21 @@ from collections.abc import Sequence
 
 from lakeshift.env import DELTAS, LETTER_MOVES, Cell, FrozenLakeMap
 
-COT_FORMATS: tuple[str, ...] = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
+COT_FORMATS: tuple[str, ...] = (
+    "none",
+    "desc",
+    "table",
+    "grid",
+    "table+desc",
+    "grid+desc",
+    "astar",
+    "coords",
+    "wave",
+)
 #: CoT formats that write no map: a search trace (``astar``) or a list of cells (``coords``).
 PATH_COTS: tuple[str, ...] = ("astar", "coords")
+#: CoT formats whose trace is fixed by the map, not by a plan: the breadth-first frames of ``wave``.
+MAP_COTS: tuple[str, ...] = ("wave",)
 #: CoT formats that write a trace before the answer (every one but ``none``).
 TRACE_COTS: tuple[str, ...] = tuple(c for c in COT_FORMATS if c != "none")
 #: The map format each CoT redraws after every move (``None``: it redraws no map).
@@ -21,6 +33,7 @@ MAP_FORMAT: dict[str, str | None] = {
     "grid+desc": "grid",
     "astar": None,
     "coords": None,
+    "wave": None,
 }
 #: Where the answer starts: the text the scorer looks for, and every trace's last line begins with.
 BOXED = "\\boxed{"
