@@ -11,6 +11,7 @@ import random
 from collections import deque
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from lakeshift.scoring.trace_checks import faithfulness, guess_cot
 from tests.cli_checks import quiet_main
 from tests.map_strategies import random_maps
 
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "src" / "lakeshift" / "checkpoints"
 FIG3 = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
 STEPS = {"^": (-1, 0), "v": (1, 0), "<": (0, -1), ">": (0, 1)}
 ARROW_FIRST = "^v<>"  # the order a cell tries its neighbours in
@@ -201,3 +203,26 @@ def test_generate_show_stats_and_export_know_the_wave_format(tmp_path: Path) -> 
     assert quiet_main(["stats", data])[0] == 0
     code, err = quiet_main(["export", split, "--sft", "grid__wave", "--out", tmp_path / "w.parquet"])
     assert code == 0, err and (tmp_path / "w.parquet").stat().st_size > 0
+
+
+def test_the_structured_tokenizer_writes_a_wave_cell_as_one_token_and_keeps_the_shipped_ids() -> None:
+    pytest.importorskip("transformers")
+    from lakeshift.models import tokenizer
+
+    tok = tokenizer.build_structured_tokenizer([])
+    m = FrozenLakeMap.from_rows(["SFFFFFF", "FHFFHFF", "FFFHFFF", "FFFFFFH", "HFFFFFF", "FFHFFFF", "FFFFFFG"])
+    text = traces.wave_text(m)
+    ids = tokenizer.encode_checked(tok, text, "wave")
+    assert tok.decode(ids) == text
+    cells = len(traces.wave_frames(m)) * m.size * m.size
+    # per frame: its word, number, colon and newline, then one token per cell and a newline per row
+    answer = tok(traces.boxed(traces.wave_path(m)), add_special_tokens=False)["input_ids"]
+    assert len(ids) == cells + len(traces.wave_frames(m)) * (4 + m.size) + len(answer)
+    shipped = json.loads((CHECKPOINTS / "mini-cells-trace-base" / "tokenizer.json").read_text())["model"][
+        "vocab"
+    ]
+    vocab = tok.get_vocab()
+    assert {p: i for p, i in vocab.items() if p in shipped} == {p: shipped[p] for p in vocab if p in shipped}
+    assert sorted(vocab[p] for p in tokenizer.LATER_PIECES) == list(
+        range(len(vocab) - len(tokenizer.LATER_PIECES), len(vocab))
+    )

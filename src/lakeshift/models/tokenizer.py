@@ -5,16 +5,18 @@ Two kinds (``--tokenizer``, :data:`TOKENIZERS`):
 - ``structured`` (default for the named sizes): one token per piece of the formats' structure, so a model
   spends one position per thing it must reason about. The pieces (a regex ``Split`` pre-tokenizer, first
   match wins): ``\boxed{``; a move with its separator (``, UP``); a coordinate ``(3,4)``; a grid cell with
-  the two spaces before it (``  X``); a table cell with the bar before it (`` | #``); a word or a number
-  with its leading space (`` column``, `` 7``); a newline; a run of spaces; any other character. The
-  vocabulary is every piece of the training texts, plus every number 0-:data:`MAX_NUMBER` and every
-  coordinate up to :data:`MAX_MAP_SIZE` x :data:`MAX_MAP_SIZE`, the cells of every format and the moves,
-  so a 7x7-30x30 map never meets an unknown token (its numbers exist, though a model trained on 3x3-6x6
-  maps has never *trained* their embeddings: that is the OOD vocabulary problem of small models). A piece
-  outside the vocabulary falls back to its characters (BPE with ``ignore_merges`` and no merges), and every
-  printable ASCII character is in the vocabulary, so only non-ASCII characters can become ``<unk>``: encode
-  with :func:`encode_checked` where a silent ``<unk>`` would reach a model. Lengths against ``char`` for
-  every format: benchmarks/log.md.
+  the two spaces before it (``  X``, or a ``wave`` arrow ``  ^``); a table cell with the bar before it
+  (`` | #``); a word or a number with its leading space (`` column``, `` 7``); a newline; a run of spaces; any
+  other character. The vocabulary is every piece of the training texts, plus every number
+  0-:data:`MAX_NUMBER` and every coordinate up to :data:`MAX_MAP_SIZE` x :data:`MAX_MAP_SIZE`, the cells of
+  every format and the moves (the pieces of formats added after the shipped tokenizers were built,
+  :data:`LATER_PIECES`, come last, so every id those tokenizers gave is kept), so a 7x7-30x30 map never
+  meets an unknown token (its numbers exist, though a model trained on 3x3-6x6 maps has never *trained*
+  their embeddings: that is the OOD vocabulary problem of small models). A piece outside the vocabulary
+  falls back to its characters (BPE with ``ignore_merges`` and no merges), and every printable ASCII
+  character is in the vocabulary, so only non-ASCII characters can become ``<unk>``: encode with
+  :func:`encode_checked` where a silent ``<unk>`` would reach a model. Lengths against ``char`` for every
+  format: benchmarks/log.md.
 - ``char``: one token per character (the printable ASCII set plus every other character seen in the data);
   never meets an unseen *word*, but spends 3 positions per grid cell and 4-7 per move.
 
@@ -58,7 +60,7 @@ STRUCTURED_PIECES = (
     r"\\boxed\{"
     r"|, (?:UP|DOWN|LEFT|RIGHT)"
     r"| ?\(\d+,\d+\)"
-    r"|  [.PGX]"
+    r"|  (?:[.PGX^<>]|v(?![A-Za-z]))"
     r"| \| [_@*#]"
     r"| ?[A-Za-z]+"
     r"| ?\d+"
@@ -123,6 +125,22 @@ def _fast_tokenizer(backend: Any, vision: bool) -> Any:
     return tokenizer
 
 
+#: The CoT formats whose pieces make the format lexicon, as shipped tokenizers were built.
+LEXICON_COTS: tuple[str, ...] = (
+    "none",
+    "desc",
+    "table",
+    "grid",
+    "table+desc",
+    "grid+desc",
+    "astar",
+    "coords",
+)
+#: The pieces of CoT formats added since (``wave``: its arrow cells and the word of its ``Wave k:`` lines),
+#: appended after every other piece so that each token a shipped tokenizer has keeps its id.
+LATER_PIECES: tuple[str, ...] = ("  ^", "  v", "  <", "  >", "Wave")
+
+
 def structure_pieces() -> list[str]:
     """The pieces every structured vocabulary has, whatever the training data (see the module doc)."""
     numbers = [str(i) for i in range(MAX_NUMBER + 1)]
@@ -139,11 +157,11 @@ _LEXICON_MAPS = (("SFH", "FHF", "FFG"), ("FFFG", "FHFF", "SFHF", "FFFF"), ("GFF"
 
 
 def format_lexicon() -> list[str]:
-    """The pieces of every text input x CoT rendering (both prompt variants) of a few fixed maps."""
+    """The pieces of every text input x CoT rendering (both prompt variants) of a few fixed maps, for the CoT
+    formats of :data:`LEXICON_COTS`."""
     from lakeshift.data.records import sft_records
     from lakeshift.env import FrozenLakeMap
     from lakeshift.formats import INPUT_FORMATS
-    from lakeshift.traces import COT_FORMATS
 
     inputs = tuple(f for f in INPUT_FORMATS if f != "image")
     pieces: set[str] = set()
@@ -151,7 +169,7 @@ def format_lexicon() -> list[str]:
         m = FrozenLakeMap.from_rows(rows)
         record = {"id": "lexicon", "rows": list(rows), "optimal_path": m.optimal_path()}
         for variant in ("train", "test"):
-            for rec in sft_records(record, variant, inputs, COT_FORMATS).values():
+            for rec in sft_records(record, variant, inputs, LEXICON_COTS).values():
                 for text in message_texts(rec["messages"]):
                     pieces.update(_PIECE.findall(text))
     return sorted(pieces)
@@ -170,7 +188,8 @@ def build_structured_tokenizer(texts: Iterable[str], *, vision: bool = False) ->
     for text in texts:
         seen.update(_PIECE.findall(text))
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(_specials(vision))}
-    for piece in [*sorted(string.printable), *structure_pieces(), *format_lexicon(), *sorted(seen)]:
+    pieces = [*sorted(string.printable), *structure_pieces(), *format_lexicon(), *sorted(seen), *LATER_PIECES]
+    for piece in pieces:
         vocab.setdefault(piece, len(vocab))
     # No merges: a piece in the vocabulary is one token (ignore_merges), any other falls back to characters.
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK_TOKEN, ignore_merges=True))
