@@ -226,3 +226,21 @@ def test_the_structured_tokenizer_writes_a_wave_cell_as_one_token_and_keeps_the_
     assert sorted(vocab[p] for p in tokenizer.LATER_PIECES) == list(
         range(len(vocab) - len(tokenizer.LATER_PIECES), len(vocab))
     )
+
+
+def test_a_report_names_the_wave_format_and_marks_its_diverging_frame(tmp_path: Path) -> None:
+    from suite_fixtures import make_suite, noisy_predictions
+
+    from lakeshift.report.html import step_span
+
+    data = make_suite(tmp_path, per_size=2)
+    noisy_predictions(data, tmp_path / "runs", "grid__wave", 1, cot="wave")
+    out = tmp_path / "rep"
+    argv = ["report", tmp_path / "runs", "--out", out, "--data", data, "--no-baselines", "--examples", "0"]
+    assert quiet_main(argv)[0] == 0
+    rows = (out / "by_split.csv").read_text()
+    assert ",wave," in rows and "| Grid | Wave |" in (out / "table1.md").read_text()
+    text = traces.wave_text(FIG3).replace("^  P", ">  P")
+    at = faithfulness(FIG3, text, "wave", ["LEFT", "UP", "UP", "RIGHT"])["trace_divergence_step"]
+    span = step_span(text, "wave", at)
+    assert span is not None and text[span[0] : span[1]].startswith("Wave 3:\n")

@@ -27,7 +27,7 @@ RunKey = tuple[str, str, str]
 #: Display order of input and CoT formats (the paper's Table 1 order); unknown values sort last.
 INPUT_ORDER: tuple[str, ...] = ("baseline", "image", "desc", "table", "grid")
 COT_ORDER: tuple[str, ...] = (
-    "zero-shot", "none", "desc", "grid", "table", "grid+desc", "table+desc", "astar", "coords",
+    "zero-shot", "none", "desc", "grid", "table", "grid+desc", "table+desc", "astar", "coords", "wave",
 )  # fmt: skip
 #: Test splits of the paper suite, in table order.
 TEST_SPLITS: tuple[str, ...] = ("id-test", "ood-size", "ood-dist", "embed10-test")

@@ -59,6 +59,7 @@ COT_COLORS = {
     "table": "#d62728",
     "grid+desc": "#9467bd",
     "table+desc": "#17becf",
+    "wave": "#7b4173",
 }
 _EXTRA_COLORS = ("#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
 #: Reference policies are grey (they are not models): shade and line style per policy.

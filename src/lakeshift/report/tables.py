@@ -26,6 +26,7 @@ COT_NAMES = {
     "table+desc": "Table + Descr.",
     "astar": "A* trace",
     "coords": "Coords",
+    "wave": "Wave",
 }
 #: Table 1 column groups: (header, short name, split, sizes).
 TABLE1_GROUPS: tuple[tuple[str, str, str, tuple[int, ...]], ...] = (
