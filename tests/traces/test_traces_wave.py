@@ -201,6 +201,10 @@ def test_generate_show_stats_and_export_know_the_wave_format(tmp_path: Path) -> 
         code = main(["show", str(split), "--id", records[0]["id"], "--format", "grid", "--cot", "wave"])
     assert code == 0 and records[0]["messages"][-1]["content"] in shown.getvalue()
     assert quiet_main(["stats", data])[0] == 0
+    # the format is asked for, as astar and coords are: a suite made with the default formats has no wave
+    default = tmp_path / "default"
+    assert quiet_main(["generate", "--suite", "tiny", "--seed", "3", "--no-images", "--out", default])[0] == 0
+    assert sorted(p.name for p in (default / "id-test" / "sft").glob("*wave*")) == []
     code, err = quiet_main(["export", split, "--sft", "grid__wave", "--out", tmp_path / "w.parquet"])
     assert code == 0, err and (tmp_path / "w.parquet").stat().st_size > 0
 

@@ -77,8 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", required=True, help="desc, table, grid or image")
     p.add_argument(
         "--cot",
-        help="print the completion for this CoT: none, desc, table, grid, table+desc, grid+desc, astar or "
-        "coords",
+        help="print the completion for this CoT: none, desc, table, grid, table+desc, grid+desc, astar, "
+        "coords or wave",
     )
     p.add_argument("--prompt", action="store_true", help="print the user prompt (rule text with the map)")
     p.add_argument("--style", help="table style: 'compact' (VSP, default) or 'aligned' (the paper's figure)")

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.options import choice_list, option
-from lakeshift.traces import COT_FORMATS, PATH_COTS
+from lakeshift.traces import COT_FORMATS, MAP_COTS, PATH_COTS
 
-#: The CoT formats of a suite's SFT files unless asked for others: the paper's six (no search traces).
-DEFAULT_COTS: tuple[str, ...] = tuple(c for c in COT_FORMATS if c not in PATH_COTS)
+#: The CoT formats of a suite's SFT files unless asked for others: the paper's six (no search traces, no
+#: wave).
+DEFAULT_COTS: tuple[str, ...] = tuple(c for c in COT_FORMATS if c not in (*PATH_COTS, *MAP_COTS))
 
 
 @dataclass
@@ -65,7 +66,7 @@ class GenerateOptions:
     cots: tuple[str, ...] = option(
         DEFAULT_COTS,
         help=f"comma-separated CoT formats of the SFT files: {', '.join(DEFAULT_COTS)} (the default), astar "
-        "(A* search trace), coords (coordinate path)",
+        "(A* search trace), coords (coordinate path), wave (breadth-first arrows from the goal)",
         study=True,
         **choice_list(COT_FORMATS, "CoT format"),
     )
