@@ -1,6 +1,6 @@
 """Sequence lengths per conversation, character vs structured tokenizer, for every text input x CoT pair.
 
-    python benchmarks/bench_tokens.py [--count 50] [--out bench-tokens]
+    python benchmarks/bench_tokens.py [--count 50] [--cots wave]
 
 Generates ``--count`` maps of 6x6 (id-train's hole probability 0.2) and of 10x10 (ood's 0.1) with every
 text input and CoT format, builds each tokenizer from the 6x6 texts (as training builds it from the
@@ -23,7 +23,7 @@ from lakeshift.traces import COT_FORMATS
 INPUTS = ("grid", "table", "desc")
 
 
-def generate(root: Path, size: int, hole_prob: float, count: int) -> None:
+def generate(root: Path, size: int, hole_prob: float, count: int, cots: list[str]) -> None:
     argv = [
         "generate",
         "--out",
@@ -36,7 +36,7 @@ def generate(root: Path, size: int, hole_prob: float, count: int) -> None:
         str(count),
     ]
     argv += ["--hole-prob", str(hole_prob), "--no-images", "--no-progress", "--workers", "1"]
-    argv += ["--inputs", ",".join(INPUTS), "--cots", ",".join(COT_FORMATS)]
+    argv += ["--inputs", ",".join(INPUTS), "--cots", ",".join(cots)]
     if cli(argv) != 0:
         raise SystemExit("lakeshift generate failed")
 
@@ -44,18 +44,22 @@ def generate(root: Path, size: int, hole_prob: float, count: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=50)
+    parser.add_argument(
+        "--cots", default=",".join(COT_FORMATS), help="comma-separated CoT formats (default: all)"
+    )
     args = parser.parse_args()
+    cots = args.cots.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         roots = {6: Path(tmp) / "s6", 10: Path(tmp) / "s10"}
-        generate(roots[6], 6, 0.2, args.count)
-        generate(roots[10], 10, 0.1, args.count)
+        generate(roots[6], 6, 0.2, args.count, cots)
+        generate(roots[10], 10, 0.1, args.count, cots)
         print(
             "| input | cot | 6x6 char mean/max | 6x6 structured mean/max | 10x10 char mean/max "
             "| 10x10 structured mean/max | ratio 6x6 | ratio 10x10 |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for inp in INPUTS:
-            for cot in COT_FORMATS:
+            for cot in cots:
                 sets = {n: load_sft(roots[n], f"s{n}", inp, cot, prompt="map-only") for n in roots}
                 train_texts = [t for r in sets[6].records for t in message_texts(r["messages"])]
                 cells, means = [], {}
