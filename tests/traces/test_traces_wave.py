@@ -193,9 +193,13 @@ def test_generate_show_stats_and_export_know_the_wave_format(tmp_path: Path) -> 
     records = [json.loads(line) for line in (split / "sft" / "grid__wave.jsonl").read_text().splitlines()]
     maps = {rec["id"]: rec for rec in map(json.loads, (split / "maps.jsonl").read_text().splitlines())}
     assert records and len(records) == len(maps)
+    differs = 0
     for rec in records:
         m = FrozenLakeMap.from_rows(maps[rec["id"]]["rows"])
         assert rec["cot_format"] == "wave" and rec["messages"][-1]["content"] == traces.wave_text(m)
+        differs += traces.wave_path(m) != maps[rec["id"]]["optimal_path"]
+    # split.json counts the records whose arrows answer another shortest path than optimal_path
+    assert json.loads((split / "split.json").read_text())["wave_answer_differs"] == differs
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         code = main(["show", str(split), "--id", records[0]["id"], "--format", "grid", "--cot", "wave"])

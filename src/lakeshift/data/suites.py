@@ -50,6 +50,8 @@ SUITE_FILE = "suite.json"
 SPLIT_FILE = "split.json"
 #: Maps per worker job when a split's images and SFT files are written.
 MAPS_PER_JOB = 50
+#: CoT formats whose trace may answer another shortest path than ``optimal_path`` (split.json counts them).
+OWN_PATH_COTS: tuple[str, ...] = ("astar", *traces.MAP_COTS)
 
 
 @dataclass
@@ -336,9 +338,10 @@ def _make_pool(workers: int) -> Any:
 
 def _render_chunk(
     args: tuple[list[dict], str | None, str, list[str], list[str]],
-) -> tuple[list[str], int]:
+) -> tuple[list[str], Counter[str]]:
     """Images of a chunk of maps (written into ``image_dir``) and their SFT lines, one string per SFT file,
-    and how many of the maps' ``astar`` traces answer with A*'s own path instead of ``optimal_path``."""
+    and per CoT of :data:`OWN_PATH_COTS` how many of the maps' traces answer with their own path (A*'s, the
+    wave's arrows) instead of ``optimal_path``."""
     recs, image_dir, variant, inputs, cots = args
     if image_dir is not None:
         for rec in recs:
@@ -346,16 +349,17 @@ def _render_chunk(
             if augment.image_id(rec) == rec["id"]:
                 render_png(map_from_record(rec), Path(image_dir) / f"{rec['id']}.png")
     parts: list[list[str]] = [[] for _ in range(len(inputs) * len(cots))]
-    differs = 0
-    astar = "astar" in cots
+    differs: Counter[str] = Counter()
+    own = [c for c in OWN_PATH_COTS if c in cots]
     for rec in recs:
         image = f"images/{augment.image_id(rec)}.png"
         made = records.sft_records(rec, variant, inputs, cots, image)
         for k, sft in enumerate(made.values()):
             parts[k].append(dumps(sft) + "\n")
-        if astar:
+        if own:
             answer = traces.boxed(rec["optimal_path"])
-            differs += not _assistant_text(made[inputs[0], "astar"]).endswith(answer)
+            for cot in own:
+                differs[cot] += not _assistant_text(made[inputs[0], cot]).endswith(answer)
     return ["".join(p) for p in parts], differs
 
 
@@ -406,14 +410,14 @@ def _write_split(
                 )
                 for a in range(0, len(recs), chunk)
             ]
-            results: Iterable[tuple[list[str], int]] = (
+            results: Iterable[tuple[list[str], Counter[str]]] = (
                 pool.imap(_render_chunk, jobs) if pool is not None else map(_render_chunk, jobs)
             )
-            astar_differs = 0
+            own_differs: Counter[str] = Counter()
             for job, (parts, differs) in zip(jobs, results, strict=True):
                 for h, text in zip(handles, parts, strict=True):
                     h.write(text)
-                astar_differs += differs
+                own_differs.update(differs)
                 bar.update(len(job[0]))
         finally:
             for h in handles:
@@ -425,8 +429,8 @@ def _write_split(
             "count": len(recs),
             "counts_by_size": {str(k): by_size[k] for k in sorted(by_size)},
             **({"maps": sum(augment.is_original(r) for r in recs)} if spec.augment else {}),
-            # Records whose astar trace answers A*'s own (equally short) path, not optimal_path (traces doc).
-            **({"astar_answer_differs": astar_differs} if "astar" in cots else {}),
+            # Records whose astar or wave trace answers its own (equally short) path, not optimal_path.
+            **{f"{c}_answer_differs": own_differs[c] for c in OWN_PATH_COTS if c in cots},
             "prompt_variant": variant,
             "images": images,
             "sft_files": [f"sft/{n}" for n in names],

@@ -13,7 +13,8 @@ Rules:
   followed by its rows. The trace ends with frame ``D``, the first in which the start holds an arrow.
 * The answer ``\boxed{...}`` is the path that follows the arrows from the start: a shortest path. It is the
   answer of every ``wave`` completion, whatever plan :func:`lakeshift.traces.completion` is given (it may
-  differ from the map's ``optimal_path``; it is equally short).
+  differ from the map's ``optimal_path``; it is equally short; ``split.json`` counts those records,
+  ``wave_answer_differs``).
 * Each cell of frame ``k`` depends only on its own cell and its four neighbours in frame ``k - 1`` (frame 0
   being the map) and on the map: a cell that is neither a hole, the goal nor an arrow takes the arrow toward
   the first of its neighbours (in :data:`ARROW_ORDER`) that shows an arrow or the goal; every other cell
