@@ -111,7 +111,6 @@ from lakeshift.traces.render import (
     completion,
     completions,
     direct_moves,
-    goal_distances,
     step_sentences,
     walk_completions,
 )
@@ -133,6 +132,7 @@ from lakeshift.traces.wave import (
     ARROWS,
     ParsedWave,
     follow_arrows,
+    goal_distances,
     parse_wave,
     wave_arrows,
     wave_frames,

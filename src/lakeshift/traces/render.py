@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 
-from lakeshift.env import DELTAS, Cell, FrozenLakeMap
+from lakeshift.env import Cell, FrozenLakeMap
 from lakeshift.formats import BoardState, render_state
 from lakeshift.traces.astar import astar_text
 from lakeshift.traces.vocabulary import (
@@ -18,7 +17,7 @@ from lakeshift.traces.vocabulary import (
     into_hole,
     normalise_move,
 )
-from lakeshift.traces.wave import wave_text
+from lakeshift.traces.wave import goal_distances, wave_text
 
 
 def direct_moves(pos: Cell, goal: Cell) -> list[str]:
@@ -29,20 +28,6 @@ def direct_moves(pos: Cell, goal: Cell) -> list[str]:
     if goal[1] != pos[1]:
         moves.append("LEFT" if goal[1] < pos[1] else "RIGHT")
     return moves
-
-
-def goal_distances(m: FrozenLakeMap) -> dict[Cell, int]:
-    """Shortest number of moves from every cell that can reach the goal without entering a hole."""
-    dist = {m.goal: 0}
-    queue = deque([m.goal])
-    while queue:
-        cell = queue.popleft()
-        for dr, dc in DELTAS.values():
-            nxt = (cell[0] + dr, cell[1] + dc)
-            if nxt not in dist and m.inside(nxt) and nxt not in m.holes:
-                dist[nxt] = dist[cell] + 1
-                queue.append(nxt)
-    return dist
 
 
 Distances = dict[Cell, int]

@@ -46,6 +46,7 @@ The map of the paper's Figure 3 (rows ``FGF FHF FSH``)::
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 
 from lakeshift.env import DELTAS, Cell, FrozenLakeMap
@@ -66,16 +67,24 @@ _HEADER = re.compile(r"Wave (\d+):")
 Frame = tuple[tuple[str, ...], ...]
 
 
-def wave_distances(m: FrozenLakeMap) -> dict[Cell, int]:
-    """The distance of every cell that reaches the goal without entering a hole (the goal's is 0)."""
-    from lakeshift.traces.render import goal_distances  # not at the top: render imports this module
-
-    return goal_distances(m)
+def goal_distances(m: FrozenLakeMap) -> dict[Cell, int]:
+    """Shortest number of moves from every cell that can reach the goal without entering a hole (the
+    distances of the wave; the description sentences compare them too)."""
+    dist = {m.goal: 0}
+    queue = deque([m.goal])
+    while queue:
+        cell = queue.popleft()
+        for dr, dc in DELTAS.values():
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if nxt not in dist and m.inside(nxt) and nxt not in m.holes:
+                dist[nxt] = dist[cell] + 1
+                queue.append(nxt)
+    return dist
 
 
 def wave_arrows(m: FrozenLakeMap, dist: dict[Cell, int] | None = None) -> dict[Cell, str]:
-    """The move of the arrow of every cell at distance ``>= 1`` (``dist``: :func:`wave_distances`)."""
-    dist = wave_distances(m) if dist is None else dist
+    """The move of the arrow of every cell at distance ``>= 1`` (``dist``: :func:`goal_distances`)."""
+    dist = goal_distances(m) if dist is None else dist
     out = {}
     for cell, d in dist.items():
         if d == 0:
@@ -115,7 +124,7 @@ def wave_frames(m: FrozenLakeMap) -> list[Frame]:
     Raises:
         ValueError: the start cannot reach the goal, or is the goal.
     """
-    dist = wave_distances(m)
+    dist = goal_distances(m)
     if m.start not in dist or m.start == m.goal:
         raise ValueError("the wave trace needs a start that reaches the goal in at least one move")
     arrows = wave_arrows(m, dist)
