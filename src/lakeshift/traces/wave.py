@@ -50,7 +50,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from lakeshift.env import DELTAS, Cell, FrozenLakeMap
-from lakeshift.formats.grid import SEP, SYMBOLS
+from lakeshift.formats import BoardState, render_state
+from lakeshift.formats.grid import SEP
 from lakeshift.traces.vocabulary import BOXED, boxed
 
 #: The order in which a cell's neighbours are tried for its arrow.
@@ -98,24 +99,9 @@ def wave_arrows(m: FrozenLakeMap, dist: dict[Cell, int] | None = None) -> dict[C
 
 
 def base_frame(m: FrozenLakeMap) -> Frame:
-    """The map's cells in the grid format's symbols, the player on the start (frame 0 of the rules)."""
-    rows = []
-    for r in range(m.size):
-        row = []
-        for c in range(m.size):
-            cell = (r, c)
-            kind = (
-                "player"
-                if cell == m.start
-                else "goal"
-                if cell == m.goal
-                else "hole"
-                if cell in m.holes
-                else "empty"
-            )
-            row.append(SYMBOLS[kind])
-        rows.append(tuple(row))
-    return tuple(rows)
+    """The map as the grid format draws it, the player on the start (frame 0 of the rules), as cells."""
+    text = render_state(BoardState(m.size, m.holes, m.start, m.goal), "grid")
+    return tuple(tuple(line.split(SEP)) for line in text.splitlines()[1:])
 
 
 def wave_frames(m: FrozenLakeMap) -> list[Frame]:
