@@ -252,3 +252,18 @@ def test_a_report_names_the_wave_format_and_marks_its_diverging_frame(tmp_path: 
     at = faithfulness(FIG3, text, "wave", ["LEFT", "UP", "UP", "RIGHT"])["trace_divergence_step"]
     span = step_span(text, "wave", at)
     assert span is not None and text[span[0] : span[1]].startswith("Wave 3:\n")
+
+
+def test_arrows_that_leave_the_map_stop_or_loop_give_no_path() -> None:
+    def frame(*rows: str) -> traces.wave.Frame:
+        return tuple(tuple(row.split()) for row in rows)
+
+    assert traces.follow_arrows(FIG3, frame("> G <", "^ X ^", "^ < X")) == ["LEFT", "UP", "UP", "RIGHT"]
+    assert traces.follow_arrows(FIG3, frame("> G <", "^ X ^", ". v X")) is None  # off the map
+    assert traces.follow_arrows(FIG3, frame("> G <", ". X ^", "^ < X")) is None  # a cell without an arrow
+    assert traces.follow_arrows(FIG3, frame("> G <", "v X ^", "^ < X")) is None  # a loop
+    assert traces.follow_arrows(FIG3, frame("> G", "^ X")) is None  # a frame smaller than the map
+    answer = ["LEFT", "UP", "UP", "RIGHT"]
+    looping = traces.wave_text(FIG3).replace("^  X  ^\n^  <  X", "v  X  ^\n^  <  X")
+    out = faithfulness(FIG3, looping, "wave", answer)
+    assert out["trace_divergence_step"] == 4 and out["trace_answer_agrees"] is False

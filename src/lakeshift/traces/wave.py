@@ -142,12 +142,9 @@ def follow_arrows(m: FrozenLakeMap, frame: Frame) -> list[str] | None:
         if not (0 <= r < len(frame) and 0 <= c < len(frame[r])):
             return None
         move = ARROW_MOVES.get(frame[r][c])
-        if move is None:
+        if move is None or m.step(pos, move) == pos:  # no arrow, or one pointing off the map
             return None
-        dr, dc = DELTAS[move]
-        pos = (r + dr, c + dc)
-        if not m.inside(pos):
-            return None
+        pos = m.step(pos, move)
         moves.append(move)
     return moves if pos == m.goal else None
 
