@@ -295,11 +295,13 @@ def test_a_study_key_chooses_the_decoding_and_its_mistakes_name_the_line(tmp_pat
 
 
 @pytest.mark.slow
-def test_hf_passes_the_preset_to_generate_and_leaves_the_rest_to_the_model(data, tmp_path, monkeypatch):
-    """A small random model through ``lakeshift predict --backend hf``: the preset's settings reach
-    ``generate`` and top-k is left to the model's generation config; plain sampling turns top-k off."""
+@pytest.mark.parametrize("engine", ["generate", "continuous"])
+def test_hf_passes_the_preset_to_the_engine_and_leaves_top_k_to_the_model(data, tmp_path, monkeypatch, engine):
+    """A small random model through ``lakeshift predict --backend hf``: the preset's settings reach the
+    engine and top-k is left to the model's generation config; plain sampling turns top-k off."""
     from transformers import Qwen2ForCausalLM
 
+    from lakeshift.models.backends import continuous
     from lakeshift.models.registry import build_named
 
     texts = [r["messages"][1]["content"] + r["messages"][2]["content"] for r in _records(data)]
@@ -307,19 +309,34 @@ def test_hf_passes_the_preset_to_generate_and_leaves_the_rest_to_the_model(data,
     folder = tmp_path / "model"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    model_top_k = model.generation_config.top_k
     calls: list[dict] = []
-    original = Qwen2ForCausalLM.generate
+    if engine == "generate":
+        original = Qwen2ForCausalLM.generate
 
-    def recording(self, *args, **kwargs):
-        calls.append({k: v for k, v in kwargs.items() if k in ("do_sample", "temperature", "top_p", "top_k")})
-        return original(self, *args, **kwargs)
+        def recording(self, *args, **kwargs):
+            calls.append({k: v for k, v in kwargs.items() if k in ("do_sample", "temperature", "top_p", "top_k")})
+            return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Qwen2ForCausalLM, "generate", recording)
+        monkeypatch.setattr(Qwen2ForCausalLM, "generate", recording)
+    else:
+        original_decode = continuous.decode
+
+        def recording_decode(*args, **kwargs):
+            s = kwargs["sampling"]
+            calls.append({"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k})
+            return original_decode(*args, **kwargs)
+
+        monkeypatch.setattr(continuous, "decode", recording_decode)
     argv = ["predict", "--model", str(folder), "--data", str(data), "--input", "grid", "--limit", "2"]
-    argv += ["--max-new-tokens", "2", "--prompt", "map-only"]
+    argv += ["--max-new-tokens", "2", "--prompt", "map-only", "--engine", engine]
     out = tmp_path / "p.jsonl"
     assert main([*argv, "--out", str(out), "--decoding", "frozen_ood", "--samples", "2"]) == 0
-    assert calls and all(c == {"do_sample": True, "temperature": 0.7, "top_p": 0.9} for c in calls)
+    preset = {"do_sample": True, "temperature": 0.7, "top_p": 0.9}
+    # generate takes top-k from the model's generation config when none is passed; continuous is given it
+    if engine == "continuous":
+        preset["top_k"] = model_top_k
+    assert calls and all(c == preset for c in calls)
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 2 and all(
         len(r["samples"]) == 2 and r["decoding"]["preset"] == "frozen_ood" for r in rows

@@ -242,10 +242,10 @@ def test_sharded_predict_merged_equals_unsharded(
 @pytest.mark.parametrize(
     ("shard", "out", "message"),
     [
-        ("2", "P.jsonl", "--shard '2': expected I/N"),
-        ("0/3", "P.jsonl", "--shard 0/3: the shard index must be between 1 and 3"),
-        ("4/3", "P.jsonl", "--shard 4/3: the shard index must be between 1 and 3"),
-        ("1/0", "P.jsonl", "--shard 1/0: the number of shards must be >= 1"),
+        ("2", "P.jsonl", "--shard: '2': expected I/N"),
+        ("0/3", "P.jsonl", "--shard: 0/3: the shard index must be between 1 and 3"),
+        ("4/3", "P.jsonl", "--shard: 4/3: the shard index must be between 1 and 3"),
+        ("1/0", "P.jsonl", "--shard: 1/0: the number of shards must be >= 1"),
         ("2/3", "P.shard-1-of-3.jsonl", "names shard 1/3 but --shard is 2/3"),
     ],
 )

@@ -178,9 +178,10 @@ def test_yaml_numbers_of_a_pretraining_config_arrive_as_numbers(tmp_path: Path) 
         ),
         (PRETRAIN.replace("{3: 12}", "{3: 12, 31: 2}"), ":3: corpus.maps.31: map sizes go up to 30"),
         ("name: [a, b]\n" + PRETRAIN, ":1: name: expected a name (a string), got ['a', 'b']"),
-        (PRETRAIN.replace("{3: 12}", "{3: 100000000000}"), "corpus.maps: 100,000,000,000 maps up to 3x3"),
+        (PRETRAIN.replace("{3: 12}", "{3: 100000000000}"), ":3: corpus.maps.3: must be at most 2147483647"),
+        (PRETRAIN.replace("{3: 12}", "{3: 2000000000}"), "corpus.maps: 2,000,000,000 maps up to 3x3"),
     ],
-    ids=["train seed 2**33", "corpus seed 2**33", "size 31", "name a list", "10**11 maps"],
+    ids=["train seed 2**33", "corpus seed 2**33", "size 31", "name a list", "10**11 maps", "2*10**9 maps"],
 )
 def test_bad_pretraining_configs_are_one_line_before_any_work(
     text: str, message: str, tmp_path: Path
