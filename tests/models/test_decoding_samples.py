@@ -296,7 +296,9 @@ def test_a_study_key_chooses_the_decoding_and_its_mistakes_name_the_line(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["generate", "continuous"])
-def test_hf_passes_the_preset_to_the_engine_and_leaves_top_k_to_the_model(data, tmp_path, monkeypatch, engine):
+def test_hf_passes_the_preset_to_the_engine_and_leaves_top_k_to_the_model(
+    data, tmp_path, monkeypatch, engine
+):
     """A small random model through ``lakeshift predict --backend hf``: the preset's settings reach the
     engine and top-k is left to the model's generation config; plain sampling turns top-k off."""
     from transformers import Qwen2ForCausalLM
@@ -310,12 +312,13 @@ def test_hf_passes_the_preset_to_the_engine_and_leaves_top_k_to_the_model(data, 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     model_top_k = model.generation_config.top_k
+    keys = ("do_sample", "temperature", "top_p", "top_k")
     calls: list[dict] = []
     if engine == "generate":
         original = Qwen2ForCausalLM.generate
 
         def recording(self, *args, **kwargs):
-            calls.append({k: v for k, v in kwargs.items() if k in ("do_sample", "temperature", "top_p", "top_k")})
+            calls.append({k: v for k, v in kwargs.items() if k in keys})
             return original(self, *args, **kwargs)
 
         monkeypatch.setattr(Qwen2ForCausalLM, "generate", recording)
@@ -323,8 +326,8 @@ def test_hf_passes_the_preset_to_the_engine_and_leaves_top_k_to_the_model(data, 
         original_decode = continuous.decode
 
         def recording_decode(*args, **kwargs):
-            s = kwargs["sampling"]
-            calls.append({"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k})
+            sampling = kwargs["sampling"]
+            calls.append({"do_sample": True, **{k: getattr(sampling, k) for k in keys[1:]}})
             return original_decode(*args, **kwargs)
 
         monkeypatch.setattr(continuous, "decode", recording_decode)
