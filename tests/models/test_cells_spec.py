@@ -23,7 +23,7 @@ from lakeshift.models.cells import (
     format_overrides,
     parse_overrides,
 )
-from lakeshift.models.cells.spec import GRIDS, MAP_FORMATS, OFFSETS, WALKS
+from lakeshift.models.cells.spec import GRIDS, MAP_FORMATS, OFFSETS, SEQUENCE_POSITIONS, WALKS
 from lakeshift.models.tokenizer import build_structured_tokenizer
 
 
@@ -35,9 +35,10 @@ def specs(draw: Any) -> CellSpec:
         grids=grids,
         walk=walk,
         maps=("grid", *extra),
-        player=draw(st.booleans()) and grids == "next" and walk == "trace",
+        player=draw(st.booleans()) and grids in ("next", "coupled") and walk == "trace",
         order=draw(st.booleans()),
         offsets=draw(st.sampled_from(OFFSETS)),
+        sequence=draw(st.sampled_from(SEQUENCE_POSITIONS)),
     )
 
 
@@ -57,7 +58,8 @@ def test_maps_are_one_spelling_whatever_their_order() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"grids": "all"}, "--cells.grids: expected one of first, every, next, got 'all'"),
+        ({"grids": "all"}, "--cells.grids: expected one of first, every, next, coupled, got 'all'"),
+        ({"sequence": "alibi"}, "--cells.sequence: expected one of rope, none, got 'alibi'"),
         ({"walk": True}, "--cells.walk: expected one of none, answer, trace, got True"),
         ({"maps": ["table"]}, "--cells.maps: grid maps are always read: list grid"),
         (
@@ -71,7 +73,7 @@ def test_maps_are_one_spelling_whatever_their_order() -> None:
             {"player": True},
             "--cells: player: the flag marks the cell stated moves reached: it needs grids: next",
         ),
-        ({"player": True, "grids": "next"}, "it needs grids: next and walk: trace"),
+        ({"player": True, "grids": "next"}, "it needs grids: next or coupled and walk: trace"),
     ],
 )
 def test_a_bad_field_or_combination_is_one_line_naming_it(overrides: dict, message: str) -> None:
@@ -84,7 +86,7 @@ def test_a_bad_field_or_combination_is_one_line_naming_it(overrides: dict, messa
     ("text", "message"),
     [
         ("grids", "expected FIELD=VALUE,... (fields: grids, walk, maps, player, order, offsets, coord"),
-        ("grids=all", "grids: expected one of first, every, next, got 'all'"),
+        ("grids=all", "grids: expected one of first, every, next, coupled, got 'all'"),
         ("player=maybe", "player: expected true or false, got 'maybe'"),
         ("maps=grid+photo", "got 'photo'"),
     ],

@@ -212,7 +212,7 @@ def test_generation_gives_each_walked_move_the_cell_training_gives_it() -> None:
     answer = tokenizer.encode("\\boxed{RIGHT, RIGHT, DOWN, DOWN, LEFT}")
     _assert_generation_matches_one_pass(model, prompt, answer)
     # and the moves did walk (RIGHT, RIGHT, DOWN, DOWN, LEFT from (1,1)), so the check above is not vacuous
-    rows, cols, _ = model.model.embed_tokens.indices(torch.tensor([prompt + answer]))
+    rows, cols, *_ = model.model.embed_tokens.indices(torch.tensor([prompt + answer]))
     walked = slice(len(prompt) + 1, len(prompt) + 6)
     assert list(zip(rows[0, walked].tolist(), cols[0, walked].tolist(), strict=True)) == [
         (1, 2),
@@ -238,7 +238,7 @@ def test_switching_the_player_flag_or_the_order_on_keeps_the_model_s_logits(opti
         before = model(ids).logits
         set_spec(model, spec_of(model).replace({option: True}))
         after = model(ids).logits
-    rows, _, flags = model.model.embed_tokens.indices(ids)
+    rows, _, flags, _ = model.model.embed_tokens.indices(ids)
     assert int((flags if option == "player" else rows).sum()) > 0  # what the option reads
     assert model.config.cells[option] is True
     assert getattr(model.model.embed_tokens, option) is not None
@@ -318,17 +318,17 @@ def test_random_shifts_reach_the_largest_rows() -> None:
 
 @given(
     random_maps(max_size=8, hole_probs=(0.25,)),
-    st.sampled_from(["none", "coords", "grid", "desc"]),
+    st.sampled_from(["none", "coords", "grid", "desc", "wave"]),
     st.data(),
 )
 @settings(max_examples=60, deadline=None)
 def test_a_walker_fed_piece_by_piece_gives_what_the_whole_prefix_gives(tokenizer, m, cot, data) -> None:
     from lakeshift.models.cells import CellWalker
 
-    grids = data.draw(st.sampled_from(["first", "every", "next"]))
+    grids = data.draw(st.sampled_from(["first", "every", "next", "coupled"]))
     player = data.draw(st.booleans())
     walk = "trace" if player else "answer"
-    tables = _rule(tokenizer, grids, walk, desc=player, player=player and grids == "next")
+    tables = _rule(tokenizer, grids, walk, desc=player, player=player and grids in ("next", "coupled"))
     user = formats.render(m, data.draw(st.sampled_from(["grid", "desc"])))
     text = user + "\n" + traces.completion(m, m.optimal_path(), cot)
     ids = tokenizer.encode(text)
@@ -661,7 +661,7 @@ def test_redrawn_tables_get_their_cells_with_every_and_the_next_cell_with_next(t
     assert [(r, c) for r, c, _ in _tables_read(ids, every, every_tables)] == one_map * (1 + len(path))
     assert len(_tables_read(ids, cell_positions(ids, _table_tables(tokenizer)), every_tables)) == len(one_map)
     next_tables = _table_tables(tokenizer, "next", "trace", player=True)
-    rows, cols, flags = CellWalker(next_tables).feed(ids)
+    rows, cols, flags, _ = CellWalker(next_tables).feed(ids)
     pairs, nexts = list(zip(*every, strict=True)), list(zip(rows, cols, strict=True))
     cells = [i for i, tok in enumerate(ids) if tok in every_tables.table_cells]
     for i in cells[len(one_map) :]:
@@ -689,7 +689,7 @@ def test_the_cells_option_needs_a_cells_model_and_a_combination_the_rule_has(tmp
         (
             "micro-cells",
             "grids=all",
-            "argument --cells: grids: expected one of first, every, next, got 'all'",
+            "argument --cells: grids: expected one of first, every, next, coupled, got 'all'",
         ),
         ("micro-cells", "coordinates=composed", "--cells.coordinates: tokens is fixed when a model is made"),
     ):
@@ -699,7 +699,7 @@ def test_the_cells_option_needs_a_cells_model_and_a_combination_the_rule_has(tmp
         assert not (tmp_path / "run").exists()
 
 
-ALL_COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords")
+ALL_COTS = ("none", "desc", "table", "grid", "table+desc", "grid+desc", "astar", "coords", "wave")
 
 
 def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> list[int]:
@@ -714,7 +714,7 @@ def _conversation_ids(tokenizer: Any, m: Any, input_format: str, cot: str) -> li
     random_maps(max_size=5, hole_probs=(0.25,)),
     st.sampled_from(["grid", "table", "desc"]),
     st.sampled_from(ALL_COTS),
-    st.sampled_from(["first", "every", "next"]),
+    st.sampled_from(["first", "every", "next", "coupled"]),
     st.booleans(),
     st.booleans(),
     st.booleans(),
@@ -728,7 +728,7 @@ def test_a_token_s_cell_depends_only_on_it_and_the_tokens_before_it(
     from lakeshift.models.cells import CellWalker
 
     walk = "trace" if trace_moves else "answer"
-    flag = player and grids == "next" and trace_moves  # the flag needs both; the desc reading does not
+    flag = player and grids in ("next", "coupled") and trace_moves  # the flag needs both; desc does not
     tables = _rule(tokenizer, grids, walk, desc=player, table=table, player=flag)
     ids = _conversation_ids(tokenizer, m, input_format, cot)
     whole = CellWalker(tables).feed(ids)
@@ -746,6 +746,7 @@ def _cells_model(
     player: bool = False,
     order: bool = False,
     tables: bool = False,
+    no_sequence: bool = False,
 ) -> tuple[Any, Any]:
     import torch
 
@@ -762,6 +763,7 @@ def _cells_model(
         order=order,
         offsets="random" if shift else "none",
         coordinates="composed" if compose else "tokens",
+        sequence="none" if no_sequence else "rope",
     )
     config = config_class(
         cells=spec.to_json(),
@@ -785,6 +787,8 @@ def _cells_model(
             model.model.embed_tokens.player.weight[1:].normal_(0, 1.0)
         if order:
             model.model.embed_tokens.order.weight.normal_(0, 1.0)
+        if grids == "coupled":
+            model.model.embed_tokens.frame.weight[1:].normal_(0, 1.0)
     return model.eval(), tokenizer
 
 
@@ -802,6 +806,9 @@ CELLS_CASES = {
     "every-walk-shift-compose-order": ("every", ("moves", "shift", "compose", "order")),
     "next-walk-trace-moves-player-tables": ("next", ("moves", "trace_moves", "player", "tables")),
     "every-walk-tables": ("every", ("moves", "tables")),
+    "coupled-walk-shift": ("coupled", ("moves", "shift")),
+    "coupled-walk-no-sequence": ("coupled", ("moves", "no_sequence")),
+    "coupled-walk-trace-moves-player": ("coupled", ("moves", "trace_moves", "player")),
 }
 
 
@@ -915,3 +922,64 @@ def test_grpos_fused_log_probs_of_a_composed_model_are_its_tempered_logits() -> 
         expected = torch.log_softmax(model(input_ids=ids).logits[:, :-1] / 0.7, -1)
     expected = expected.gather(-1, ids[:, 1:, None])[..., 0].masked_fill(labels[:, 1:] == -100, 0)
     assert torch.allclose(out.log_probs, expected, atol=1e-5)
+
+
+@given(random_maps(max_size=8, hole_probs=(0.25,)), st.sampled_from(["wave", "grid", "grid+desc"]))
+@settings(max_examples=40, deadline=None)
+def test_with_coupled_each_map_token_gets_the_cell_of_the_token_after_it_and_the_map_s_number(
+    tokenizer, m, cot
+) -> None:
+    """``grids: coupled``: in the prompt's map and in each map the trace redraws (a grid CoT's maps, the
+    wave's frames), the token before a cell carries that cell's row and column and the map's number (1 the
+    prompt's, then 2, 3, ...); a row's last cell carries (r, W + 1), the newline after it (the last
+    row's may end the turn instead). Each map has
+    exactly one token per cell and per newline cell. In the wave, the cell a token predicts shows the
+    frame's symbol there."""
+    from lakeshift.models.cells import CellWalker
+    from lakeshift.traces.wave import base_frame, wave_frames
+
+    ids = _conversation_ids(tokenizer, m, "grid", cot)
+    own_rows, own_cols = cell_positions(ids, _rule(tokenizer, "every"))
+    rows, cols, _, numbers = CellWalker(_rule(tokenizer, "coupled")).feed(ids)
+    n, newline = m.size, tokenizer.convert_tokens_to_ids("\n")
+    drawn = [base_frame(m), *wave_frames(m)] if cot == "wave" else None
+    maps = sorted(set(numbers) - {0})
+    assert maps == list(range(1, len(maps) + 1))
+    assert len(maps) == 1 + (len(drawn) - 1 if drawn else len(m.optimal_path()))
+    every_cell = [(r, c) for r in range(1, n + 1) for c in range(1, n + 2)]
+    for k in maps:
+        at = [i for i in range(len(ids) - 1) if numbers[i] == k]
+        assert sorted((rows[i], cols[i]) for i in at) == every_cell
+        for i in at:
+            r, c = rows[i], cols[i]
+            if c <= n:
+                assert (own_rows[i + 1], own_cols[i + 1]) == (r, c)
+                if drawn:
+                    assert tokenizer.convert_ids_to_tokens(ids[i + 1]).strip() == drawn[k - 1][r - 1][c - 1]
+            else:
+                assert (own_rows[i], own_cols[i]) == (r, n)
+                assert ids[i + 1] == newline or r == n  # (the last row may end the turn)
+
+
+def test_random_shifts_reach_the_largest_map_numbers() -> None:
+    import torch
+
+    from lakeshift.models.cells import MAX_FRAME, shifted
+
+    torch.manual_seed(0)
+    index = torch.tensor([[1, 2, 3, 0, 6]] * 2000)
+    assert set(shifted(index, MAX_FRAME).flatten().tolist()) == set(range(MAX_FRAME))
+
+
+@pytest.mark.parametrize("sequence", ["none", "rope"])
+def test_with_sequence_none_the_logits_do_not_depend_on_the_1d_positions(sequence: str) -> None:
+    """``sequence: none`` puts every token at position 0, whatever positions the caller passes; with
+    ``rope`` other positions give other logits."""
+    import torch
+
+    model, tokenizer = _cells_model("coupled", moves=True, no_sequence=sequence == "none")
+    ids = torch.tensor([_conversation_ids(tokenizer, traces_map(), "grid", "wave")])
+    with torch.no_grad():
+        plain = model(ids).logits
+        moved = model(ids, position_ids=torch.arange(ids.shape[1])[None] * 2).logits
+    assert torch.allclose(plain, moved, atol=1e-5) == (sequence == "none")

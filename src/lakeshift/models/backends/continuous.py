@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lakeshift.models.cells.positions import CHANNELS
+
 #: ``model_type`` values whose layers this loop can drive (their attention calls ``cache.update``).
 SUPPORTED = ("qwen2", "lakeshift_cells")
 #: The most slots on a CPU: larger batches of a small model gain little more tokens/s per core there.
@@ -145,7 +147,7 @@ class SlotCache:
         self.values = [t[rows].contiguous() for t in self.values]
 
 
-Walker = Callable[[], Any]  # a new CellWalker (``feed(ids) -> (rows, cols, flags)``), or None: no cells
+Walker = Callable[[], Any]  # a new CellWalker (``feed(ids) -> channels``), or None: no cells
 
 
 def decode(
@@ -302,7 +304,8 @@ class _Slots:
 
 
 def _cells(walked: Sequence[tuple[list[int], ...]], width: int, device: Any) -> tuple[Any, ...]:
-    """Per-slot ``(rows, cols, flags)`` lists, left-padded with 0 to ``width``, as three tensors."""
+    """Per-slot lists of the cells rule's channels (rows, cols, flags, map numbers), left-padded with 0 to
+    ``width``, as tensors."""
     import torch
 
     return tuple(
@@ -367,7 +370,7 @@ def _step(model: Any, cache: SlotCache, state: _Slots, walkers: list[Any]) -> An
     if any(w is not None for w in walkers):
         tokens = state.tokens.tolist()
         walked = [
-            w.feed([tok]) if w is not None else ([0], [0], [0])
+            w.feed([tok]) if w is not None else ([0],) * CHANNELS
             for w, tok in zip(walkers, tokens, strict=True)
         ]
         kwargs["cells"] = _cells(walked, 1, device)

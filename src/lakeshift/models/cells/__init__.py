@@ -1,12 +1,13 @@
 """Cells models: a small Qwen2 whose tokens that are map cells carry their row and column (position coupling).
 
 A cells model (``--model mini-cells`` and the other cells sizes, the shipped ``mini-cells-*-base`` models)
-adds to each token's embedding the embeddings of a row and a column (and optionally a player flag and an
-ordered part) that a causal rule gives it. Four modules, from pure data to torch:
+adds to each token's embedding the embeddings of a row and a column (and optionally a player flag, an
+ordered part and a map number) that a causal rule gives it. Four modules, from pure data to torch:
 
 - :mod:`~lakeshift.models.cells.spec`: :class:`CellSpec`, what the rule does, one typed field per behaviour
   (which grids get cells, what walks, which map formats are read, the player flag, the ordered part, training
-  offsets, composed coordinates), checked as one; saved as ``config.json``'s ``cells``;
+  offsets, composed coordinates, the 1-D sequence position), checked as one; saved as ``config.json``'s
+  ``cells``;
 - :mod:`~lakeshift.models.cells.vocab`: :class:`CellVocab`, the token ids the rule reads, derived from the
   tokenizer;
 - :mod:`~lakeshift.models.cells.positions`: the rule itself (:func:`cell_positions`, :class:`CellWalker`),
@@ -27,7 +28,7 @@ from lakeshift.models.cells.modeling import (
     shifted,
     spec_of,
 )
-from lakeshift.models.cells.positions import MAX_CELL, CellWalker, PositionRule, cell_positions
+from lakeshift.models.cells.positions import MAX_CELL, MAX_FRAME, CellWalker, PositionRule, cell_positions
 from lakeshift.models.cells.spec import (
     FIELDS,
     GRIDS,
@@ -42,6 +43,7 @@ __all__ = [
     "FIELDS",
     "GRIDS",
     "MAX_CELL",
+    "MAX_FRAME",
     "MODEL_TYPE",
     "ORDER_SCALE",
     "CellSpec",

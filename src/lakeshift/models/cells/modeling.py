@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.cells.positions import MAX_CELL, CellWalker, PositionRule
+from lakeshift.models.cells.positions import MAX_CELL, MAX_FRAME, CellWalker, PositionRule
 from lakeshift.models.cells.spec import CellSpec
 from lakeshift.models.cells.vocab import CellVocab
 
@@ -37,13 +37,13 @@ def check_sizes(model_type: str | None, sizes: Iterable[int], where: str) -> Non
         )
 
 
-def shifted(index: Any) -> Any:
-    """``index`` (a batch of row or column indices, 0 = none) moved by a random offset per sequence, so that
-    the largest stays below :data:`MAX_CELL`: training on small maps then trains every row and column
+def shifted(index: Any, limit: int = MAX_CELL) -> Any:
+    """``index`` (a batch of row, column or map-number indices, 0 = none) moved by a random offset per
+    sequence, so that the largest stays below ``limit``: training on small maps then trains every
     embedding, as a relative position (random position offsets, Cho et al. 2024)."""
     import torch
 
-    room = (MAX_CELL - 1 - index.max(dim=1, keepdim=True).values).clamp(min=0)
+    room = (limit - 1 - index.max(dim=1, keepdim=True).values).clamp(min=0)
     offset = (torch.rand(room.shape, device=index.device) * (room + 1)).floor().long()
     return torch.where(index > 0, index + offset, index)
 
@@ -70,6 +70,10 @@ def set_spec(model: Any, spec: CellSpec) -> None:
     parts = {
         "player": (spec.player, lambda: torch.nn.Embedding(2, hidden, padding_idx=0, **where)),
         "order": (spec.order, lambda: torch.nn.Linear(2, hidden, bias=False, **where)),
+        "frame": (
+            spec.grids == "coupled",
+            lambda: torch.nn.Embedding(MAX_FRAME, hidden, padding_idx=0, **where),
+        ),
     }
     for name, (on, make) in parts.items():
         if on and getattr(embedding, name) is None:
@@ -98,7 +102,7 @@ def register() -> tuple[type, type]:
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     def stacked(indices: Sequence[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
-        """Per-sequence ``(rows, cols, flags)`` as three batch tensors."""
+        """Per-sequence ``(rows, cols, flags, map numbers)`` as batch tensors."""
         return tuple(torch.tensor(list(column), device=device) for column in zip(*indices, strict=True))
 
     class CellsConfig(Qwen2Config):
@@ -128,7 +132,7 @@ def register() -> tuple[type, type]:
 
     class CellEmbedding(nn.Embedding):
         """Token embedding plus the row and column embeddings of the position rule (and, with ``player``,
-        its player flag's; with ``order``, the ordered part)."""
+        its player flag's; with ``order``, the ordered part; with ``grids: coupled``, the map number's)."""
 
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
@@ -137,6 +141,8 @@ def register() -> tuple[type, type]:
             self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
             self.player = nn.Embedding(2, config.hidden_size, padding_idx=0) if spec.player else None
             self.order = nn.Linear(2, config.hidden_size, bias=False) if spec.order else None
+            coupled = spec.grids == "coupled"
+            self.frame = nn.Embedding(MAX_FRAME, config.hidden_size, padding_idx=0) if coupled else None
             self.configure(spec, CellVocab.from_config(config.cell_vocab))
             self._offsets: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -144,6 +150,7 @@ def register() -> tuple[type, type]:
             """Reads tokens by ``spec``'s rule over ``vocab`` (its parts are :func:`set_spec`'s to change)."""
             self.rule = PositionRule.of(spec, vocab)
             self.shift = spec.offsets == "random"
+            self.no_sequence = spec.sequence == "none"
             base = dict(vocab.coord_base) if spec.coordinates == "composed" else {}
             self.composed = sorted(base)  # the coordinate tokens (token ids) whose vectors are composed
             # (plain lists, made into tensors per device when used: checkpoints hold no extra buffers)
@@ -163,14 +170,16 @@ def register() -> tuple[type, type]:
             return self._tensors[key]
 
         def indices(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            """Rows, columns and player flags of a batch (:class:`CellWalker` per sequence)."""
+            """Rows, columns, player flags and map numbers of a batch (:class:`CellWalker` per sequence)."""
             walked = [CellWalker(self.rule).feed(seq) for seq in input_ids.tolist()]
             return stacked(walked, input_ids.device)
 
         def forward(
             self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, ...] | None = None
         ) -> torch.Tensor:
-            rows, cols, *flags = self.indices(input_ids) if cells is None else cells  # flags: optional
+            rows, cols, *more = self.indices(input_ids) if cells is None else cells
+            # (the player flags and map numbers, zero where a caller passes rows and columns only)
+            flags, frames = (*more, torch.zeros_like(rows), torch.zeros_like(rows))[:2]
             self._offsets = None
             # (not under no_grad: GRPO samples with the model in training mode, one token per pass)
             if self.shift and self.training and torch.is_grad_enabled():
@@ -183,12 +192,15 @@ def register() -> tuple[type, type]:
                 # a sequence's offset (0 where it has no grid), for the output vectors of the same pass
                 self._offsets = ((moved_rows - rows).amax(dim=1), (moved_cols - cols).amax(dim=1))
                 rows, cols = moved_rows, moved_cols
+                frames = torch.where(grid, shifted(frames, MAX_FRAME), frames)
             if self.composed:
                 lookup = torch.arange(self.num_embeddings, device=input_ids.device)
                 lookup[self.index("tokens", input_ids.device)] = self.index("base", input_ids.device)
                 input_ids = lookup[input_ids]
             embedded = super().forward(input_ids) + self.cell_vectors(rows, cols)
-            return embedded + self.player(flags[0]) if self.player is not None and flags else embedded
+            if self.player is not None:
+                embedded = embedded + self.player(flags)
+            return embedded + self.frame(frames) if self.frame is not None else embedded
 
         def cell_vectors(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
             """The vectors of cells (0: none) at ``rows`` and ``cols``: their lookup embeddings and, with
@@ -265,6 +277,9 @@ def register() -> tuple[type, type]:
             **kwargs: Any,
         ) -> Any:
             # (generate checks its inputs against this signature: attention_mask and position_ids stay named)
+            if self.model.embed_tokens.no_sequence:
+                inputs = input_ids if input_ids is not None else kwargs["inputs_embeds"]
+                position_ids = torch.zeros(inputs.shape[:2], dtype=torch.long, device=inputs.device)
             if cells is not None and input_ids is not None and kwargs.get("inputs_embeds") is None:
                 kwargs["inputs_embeds"] = self.model.embed_tokens(input_ids, cells)
                 input_ids = None

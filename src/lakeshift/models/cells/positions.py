@@ -51,6 +51,10 @@ from lakeshift.models.cells.vocab import Cell, CellVocab
 
 #: Rows and columns 1..30 (the largest map a structured tokenizer writes); 0 = not a cell.
 MAX_CELL = 31
+#: Map numbers 1..127 (``grids: coupled``: the prompt's map and the maps a trace redraws); 0 = none.
+MAX_FRAME = 128
+#: What the rule gives each token: its row, column, player flag and map number.
+CHANNELS = 4
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class PositionRule:
     rest: frozenset[int]
     newline: int
     header: tuple[int, ...]
+    wave: int
     answer: tuple[int, ...]
     announce: tuple[int, ...]
     moves: dict[int, Cell]
@@ -80,6 +85,7 @@ class PositionRule:
     table_row: tuple[int, ...]
     every: bool
     next: bool
+    coupled: bool
 
     @classmethod
     def of(cls, spec: CellSpec, vocab: CellVocab) -> PositionRule:
@@ -90,6 +96,7 @@ class PositionRule:
             rest=vocab.rest,
             newline=vocab.newline,
             header=vocab.header,
+            wave=vocab.wave,
             answer=vocab.answer,
             announce=vocab.announce if spec.walk == "trace" else (),
             moves=dict(vocab.moves) if walks else {},
@@ -106,20 +113,21 @@ class PositionRule:
             table_cells=vocab.table_cells,
             table_player=vocab.table_player,
             table_row=vocab.table_row,
-            every=spec.grids in ("every", "next"),
+            every=spec.grids != "first",
             next=spec.grids == "next",
+            coupled=spec.grids == "coupled",
         )
 
 
 def cell_positions(ids: list[int], rule: PositionRule) -> tuple[list[int], list[int]]:
     """Row and column index (0 = none) of every token of one sequence."""
-    rows, cols, _ = CellWalker(rule).feed(ids)
+    rows, cols, *_ = CellWalker(rule).feed(ids)
     return rows, cols
 
 
 class CellWalker:
     """The rule of the module doc fed a sequence piece by piece (generation: the prompt, then a token per
-    step): each token's row, column and player flag.
+    step): each token's row, column, player flag and map number (:data:`CHANNELS`).
 
     Each piece gets exactly what the whole sequence gives it: the rule is causal (a token's indices depend
     on it and the tokens before it only), so the walker keeps the state after the last token and reads on.
@@ -129,9 +137,9 @@ class CellWalker:
         self.rule = rule
         self._walk = _Walk()
 
-    def feed(self, ids: list[int]) -> tuple[list[int], list[int], list[int]]:
+    def feed(self, ids: list[int]) -> tuple[list[int], ...]:
         out = [self._walk.step(tok, self.rule) for tok in ids]
-        return [r for r, _, _ in out], [c for _, c, _ in out], [f for _, _, f in out]
+        return tuple([token[i] for token in out] for i in range(CHANNELS))
 
 
 @dataclass
@@ -154,21 +162,30 @@ class _Walk:
     table_row: int = 0  # the row of the table line being read (``maps: table``; 0: none)
     table_col: int = 0
     table_redrawn: bool = False  # that table is in the assistant's turn (one a table CoT redraws)
+    wave_header: bool = False  # a ``Wave`` word read since the last grid started: its newline opens one
+    map_number: int = 0  # ``coupled``: the number of the map read last (1: the prompt's)
+    mapped: bool = False  # ``coupled``: the token read last got its cell from a map (and its number)
 
-    def step(self, tok: int, rule: PositionRule) -> tuple[int, int, int]:
-        """Reads ``tok`` and returns its row, column and player flag."""
-        self.predicts = False
+    def step(self, tok: int, rule: PositionRule) -> tuple[int, int, int, int]:
+        """Reads ``tok`` and returns its row, column, player flag and map number."""
+        self.predicts = self.mapped = False
         cell = self._step(tok, rule)
-        return *cell, int(rule.player and self.stated and self.predicts and cell == self.here)
+        flag = int(rule.player and self.stated and self.predicts and cell == self.here)
+        number = self.map_number if self.mapped and cell != (0, 0) and self.map_number < MAX_FRAME else 0
+        return *cell, flag, number
 
     def _step(self, tok: int, rule: PositionRule) -> tuple[int, int]:
         header, answer, announce = rule.header, rule.answer, rule.announce
         prev = self.recent[-1] if self.recent else None
         before = self.recent
-        after_header, announced = _ends_with(self.recent, header), _ends_with(self.recent, announce)
+        # a grid's header is ``Grid:`` and its newline, or a ``wave`` frame's ``Wave k:`` and its newline
+        after_header = _ends_with(before, header) or (self.wave_header and prev == rule.newline)
+        announced = _ends_with(before, announce)
         # (4: a desc cell reads the ``row R, column`` before it)
         self.recent = (*self.recent, tok)[-max(len(header), len(answer), len(announce), 4) :]
         self.answering = self.answering or _ends_with(self.recent, answer)
+        self.wave_header = self.wave_header or tok == rule.wave
+        ends_header = _ends_with(self.recent, header) or (self.wave_header and tok == rule.newline)
         if rule.table:
             cell = self._table_cell(tok, before, rule)
             if cell is not None:
@@ -176,9 +193,14 @@ class _Walk:
                 return cell
         if rule.desc and not self.answering and self.state != "inside" and tok in rule.numbers:
             return self._desc_cell(before, rule.numbers[tok], rule)
-        if rule.next and self.state == "done" and self.height and _ends_with(self.recent, header):
+        if rule.next and self.state == "done" and self.height and ends_header:
             self.walking, self.predicts = False, True
             return 1, 1  # ``next``: the header line of a redrawn grid predicts its cell (1, 1)
+        opens_map = self.state == "before" or (self.state == "done" and self.height > 0)
+        if rule.coupled and ends_header and opens_map:
+            self.walking, self.predicts, self.mapped = False, True, True
+            self.map_number += 1
+            return 1, 1  # ``coupled``: a map's header line predicts its cell (1, 1)
         if tok in rule.coords:
             self.walking = False
             return rule.coords[tok]
@@ -186,6 +208,8 @@ class _Walk:
         # newline. (Deciding from the tokens before, never after: generation has no later tokens.)
         starts_row = tok in rule.first and prev == rule.newline
         starts_grid = tok in rule.first and after_header
+        if starts_grid:
+            self.wave_header = False
         if self.state == "done" and rule.every and starts_grid:
             self.state, self.row = "before", 0  # a later grid (one a grid CoT redraws): read it too
             self.redrawn = True
@@ -207,6 +231,9 @@ class _Walk:
             self.col += 1
         elif self.state == "inside" and tok == rule.newline:
             self.col = 0
+            if rule.coupled and (not self.height or self.row < self.height) and self.row + 1 < MAX_CELL:
+                self.predicts = self.mapped = True
+                return self.row + 1, 1  # ``coupled``: it predicts the first cell of the next row
             if rule.next and self.redrawn and self.row < self.height:
                 self.predicts = True
                 return self.row + 1, 1  # ``next``: it predicts the first cell of the next row
@@ -223,6 +250,9 @@ class _Walk:
             self.width = max(self.width, self.col)
             if self.start is None and tok in rule.start and not self.answering:
                 self.start = self.here = (self.row, self.col)
+        if rule.coupled:  # the cell the next token is: the row's last predicts its newline, (r, W + 1)
+            self.predicts = self.mapped = True
+            return (self.row, self.col + 1) if self.col + 1 < MAX_CELL else (0, 0)
         if rule.next and self.redrawn:  # the cell this one predicts; the row's last predicts a newline
             self.predicts = True
             return (self.row, self.col + 1) if self.col < self.width else (0, 0)

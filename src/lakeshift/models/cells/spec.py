@@ -17,11 +17,12 @@ from typing import Any, Literal, get_args
 
 from lakeshift.errors import LakeshiftError
 
-Grids = Literal["first", "every", "next"]
+Grids = Literal["first", "every", "next", "coupled"]
 Walk = Literal["none", "answer", "trace"]
 MapFormat = Literal["grid", "table", "desc"]
 Offsets = Literal["none", "random"]
 Coordinates = Literal["tokens", "composed"]
+SequencePosition = Literal["rope", "none"]
 
 #: The values of :attr:`CellSpec.grids`, :attr:`CellSpec.walk`, ... in their documented order.
 GRIDS: tuple[str, ...] = get_args(Grids)
@@ -29,6 +30,7 @@ WALKS: tuple[str, ...] = get_args(Walk)
 MAP_FORMATS: tuple[str, ...] = get_args(MapFormat)
 OFFSETS: tuple[str, ...] = get_args(Offsets)
 COORDINATES: tuple[str, ...] = get_args(Coordinates)
+SEQUENCE_POSITIONS: tuple[str, ...] = get_args(SequencePosition)
 #: Fields fixed when a model is made: its weights depend on them (a composed output layer).
 FIXED_FIELDS = ("coordinates",)
 
@@ -50,15 +52,19 @@ class CellSpec:
             tables a table CoT redraws are redrawn maps, read as ``grids`` says) and ``desc`` (the numbers of
             ``row R, column C``; the player's cell starts the walk, ``This is a NxM map`` bounds it).
         player: a third embedding (0 none, 1 player) for the token of a redrawn map that predicts the cell
-            the trace's stated moves have reached; needs ``grids: next`` and ``walk: trace``.
+            the trace's stated moves have reached; needs ``grids: next`` or ``coupled`` and ``walk: trace``.
         order: a cell's row and column also enter as numbers, ``(r, c) / ORDER_SCALE`` through one learned
             linear map, so that rows and columns keep their order beyond the trained sizes.
         offsets: ``random``: in training, every row and column of a sequence with a grid moves by one random
-            offset (:func:`lakeshift.models.cells.modeling.shifted`), so that small maps train every row
-            and column embedding; at test time nothing moves.
+            offset (:func:`lakeshift.models.cells.modeling.shifted`), and so do its map numbers, so that
+            small maps train every row, column and map-number embedding; at test time nothing moves.
         coordinates: ``composed``: a coordinate token's vector is its spelling's shared vector plus its row
             and column embeddings, on the input side and in the tied output layer; ``tokens``: each
             coordinate token has its own vector. Fixed when the model is made.
+        sequence: the 1-D position of each token: ``rope`` (the rotary position of Qwen2, its index in
+            the sequence) or ``none`` (position 0 for every token: the rotary embedding is the identity, so
+            attention tells tokens apart by content, cells and map numbers only; the causal mask still
+            orders them).
     """
 
     grids: Grids = "first"
@@ -68,6 +74,7 @@ class CellSpec:
     order: bool = False
     offsets: Offsets = "none"
     coordinates: Coordinates = "tokens"
+    sequence: SequencePosition = "rope"
 
     def __post_init__(self) -> None:
         problem = _problem(self)
@@ -159,6 +166,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "walk": WALKS,
     "offsets": OFFSETS,
     "coordinates": COORDINATES,
+    "sequence": SEQUENCE_POSITIONS,
 }
 
 
@@ -186,8 +194,11 @@ def _problem(spec: CellSpec) -> str | None:
         problem = field_problem(name, getattr(spec, name))
         if problem:
             return f"{name}: {problem}"
-    if spec.player and (spec.grids != "next" or spec.walk != "trace"):
-        return "player: the flag marks the cell stated moves reached: it needs grids: next and walk: trace"
+    if spec.player and (spec.grids not in ("next", "coupled") or spec.walk != "trace"):
+        return (
+            "player: the flag marks the cell stated moves reached: it needs grids: next or coupled and "
+            "walk: trace"
+        )
     return None
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from lakeshift.errors import LakeshiftError
 
-#: The symbols of a grid cell (the grid input format).
-GRID_CELLS = ".PGX"
+#: The symbols of a grid cell: the grid input format's and the arrows of a ``wave`` frame.
+GRID_CELLS = ".PGX^v<>"
 
 Cell = tuple[int, int]
 
@@ -38,6 +38,8 @@ class CellVocab:
         first: the bare grid cells (the first of a row); rest: the cells after two spaces.
         newline: ``\\n``.
         header: the line that opens a grid (``Grid:`` and its newline).
+        wave: the word that opens a ``wave`` frame's line ``Wave k:`` (the frame's grid follows its
+            newline).
         answer: the opening of the assistant's turn.
         announce: the words before a move a trace states (`` will move``).
         moves: each move token (``UP``, ``, UP``, `` UP``) and its row and column step.
@@ -56,6 +58,7 @@ class CellVocab:
     rest: frozenset[int] = frozenset()
     newline: int = -1
     header: tuple[int, ...] = ()
+    wave: int = -1
     answer: tuple[int, ...] = ()
     announce: tuple[int, ...] = ()
     moves: Mapping[int, Cell] = field(default_factory=dict)
@@ -78,6 +81,9 @@ class CellVocab:
         from lakeshift.formats.table import SYMBOLS
         from lakeshift.models.tokenizer import IM_START, MAX_MAP_SIZE
         from lakeshift.traces import BOXED
+        from lakeshift.traces.wave import WAVE_HEADER
+
+        wave_word = WAVE_HEADER.split()[0]
 
         vocab = tokenizer.get_vocab()
 
@@ -100,6 +106,7 @@ class CellVocab:
             rest=frozenset(vocab[f"  {s}"] for s in GRID_CELLS if f"  {s}" in vocab),
             newline=vocab["\n"],
             header=ids(HEADER + "\n"),
+            wave=vocab.get(wave_word, -1),
             answer=ids(IM_START + "assistant\n"),
             announce=ids(" will move"),
             moves={
@@ -133,7 +140,7 @@ class CellVocab:
     def with_words_of(self, other: CellVocab) -> CellVocab:
         """This vocab with the markers and desc and table words of ``other`` (a legacy checkpoint's tables
         completed from its tokenizer)."""
-        words = ("header", "answer", "announce", "numbers", "row_words", "col_words", "comma", "by")
+        words = ("header", "wave", "answer", "announce", "numbers", "row_words", "col_words", "comma", "by")
         tables = ("table_cells", "table_player", "table_row")
         return dataclasses.replace(self, **{name: getattr(other, name) for name in (*words, *tables)})
 
