@@ -68,7 +68,7 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
     shows: dict[tuple[int, int, int], int] = {}
     right: dict[tuple[int, int, int], bool] = {}
     for i in range(len(ids) - 1):
-        if frames[i] and rows[i] and cols[i] <= size:
+        if frames[i] and 0 < rows[i] <= size and cols[i] <= size:
             key = (frames[i], rows[i], cols[i])
             shows[key] = ids[i + 1]
             right[key] = guess[i] == ids[i + 1]
@@ -87,10 +87,8 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
     for ok in frame_ok.values():
         group.add("frames", ok)
     group.add("traces", all(frame_ok.values()))
-    last_row_end = [
-        i
-        for i in range(answer_start, len(ids) - 1)
-        if frames[i] == 0 and i > 0 and frames[i - 1] >= 2 and ids[i] == rule.newline
+    last_row_end = [  # (the newline after a frame's last row)
+        i for i in range(answer_start, len(ids) - 1) if frames[i] >= 2 and rows[i] == size + 1
     ]
     for i in last_row_end:
         group.add("stop", guess[i] == ids[i + 1])

@@ -932,8 +932,8 @@ def test_with_coupled_each_map_token_gets_the_cell_of_the_token_after_it_and_the
     """``grids: coupled``: in the prompt's map and in each map the trace redraws (a grid CoT's maps, the
     wave's frames), the token before a cell carries that cell's row and column and the map's number (1 the
     prompt's, then 2, 3, ...); a row's last cell carries (r, W + 1), the newline after it (the last
-    row's may end the turn instead). Each map has
-    exactly one token per cell and per newline cell. In the wave, the cell a token predicts shows the
+    row's may end the turn instead), and that newline (r + 1, 1). Each map has exactly one token per
+    cell and per newline cell. In the wave, the cell a token predicts shows the
     frame's symbol there."""
     from lakeshift.models.cells import CellWalker
     from lakeshift.traces.wave import base_frame, wave_frames
@@ -949,10 +949,13 @@ def test_with_coupled_each_map_token_gets_the_cell_of_the_token_after_it_and_the
     every_cell = [(r, c) for r in range(1, n + 1) for c in range(1, n + 2)]
     for k in maps:
         at = [i for i in range(len(ids) - 1) if numbers[i] == k]
-        assert sorted((rows[i], cols[i]) for i in at) == every_cell
+        labels = sorted((rows[i], cols[i]) for i in at)
+        assert labels in (every_cell, [*every_cell, (n + 1, 1)])  # (the last row's newline, if any)
         for i in at:
             r, c = rows[i], cols[i]
-            if c <= n:
+            if r > n:
+                assert ids[i] == newline
+            elif c <= n:
                 assert (own_rows[i + 1], own_cols[i + 1]) == (r, c)
                 if drawn:
                     assert tokenizer.convert_ids_to_tokens(ids[i + 1]).strip() == drawn[k - 1][r - 1][c - 1]
@@ -973,13 +976,22 @@ def test_random_shifts_reach_the_largest_map_numbers() -> None:
 
 @pytest.mark.parametrize("sequence", ["none", "rope"])
 def test_with_sequence_none_the_logits_do_not_depend_on_the_1d_positions(sequence: str) -> None:
-    """``sequence: none`` puts every token at position 0, whatever positions the caller passes; with
-    ``rope`` other positions give other logits."""
+    """``sequence: none`` gives every token the same 1-D position, whatever positions the caller passes,
+    and attention still reads every earlier token, with or without a padding mask; with ``rope`` other
+    positions give other logits."""
     import torch
 
     model, tokenizer = _cells_model("coupled", moves=True, no_sequence=sequence == "none")
     ids = torch.tensor([_conversation_ids(tokenizer, traces_map(), "grid", "wave")])
+    changed, later = ids.clone(), ids.clone()
+    changed[0, 5], later[0, -2] = ids[0, 6], ids[0, 5]
     with torch.no_grad():
         plain = model(ids).logits
+        masked = model(ids, attention_mask=torch.ones_like(ids)).logits
         moved = model(ids, position_ids=torch.arange(ids.shape[1])[None] * 2).logits
+        earlier = model(changed).logits
+        training_pass = model.train()(later, attention_mask=torch.ones_like(ids)).logits
+    assert torch.allclose(plain, masked, atol=1e-5)
     assert torch.allclose(plain, moved, atol=1e-5) == (sequence == "none")
+    assert not torch.allclose(plain[0, -1], earlier[0, -1], atol=1e-4)  # the last token reads token 5
+    assert torch.allclose(plain[0, :-2], training_pass[0, :-2], atol=1e-5)  # and no token reads a later one

@@ -100,6 +100,7 @@ def register() -> tuple[type, type]:
     import torch
     from torch import nn
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
     def stacked(indices: Sequence[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
         """Per-sequence ``(rows, cols, flags, map numbers)`` as batch tensors."""
@@ -240,12 +241,27 @@ def register() -> tuple[type, type]:
             tokens = self.embedding.index("tokens", hidden.device)
             return logits.index_copy(-1, tokens, coordinates.to(logits.dtype))
 
+    class CellsRotaryEmbedding(Qwen2RotaryEmbedding):
+        """Qwen2's rotary embedding, the identity (cos 1, sin 0) while ``off`` (``sequence: none``).
+
+        (Not zero position ids: transformers reads position ids that restart as packed sequences and would
+        let each token attend to itself only.)"""
+
+        def __init__(self, config: CellsConfig) -> None:
+            super().__init__(config)
+            self.off = False
+
+        def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            cos, sin = super().forward(x, position_ids)
+            return (torch.ones_like(cos), torch.zeros_like(sin)) if self.off else (cos, sin)
+
     class CellsForCausalLM(Qwen2ForCausalLM):
         config_class = CellsConfig
 
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config)
             self.model.embed_tokens = CellEmbedding(config)
+            self.model.rotary_emb = CellsRotaryEmbedding(config)
             if self.model.embed_tokens.composed:
                 self.lm_head = ComposedHead(config, self.model.embed_tokens)
             self._walkers: list[CellWalker] = []
@@ -277,9 +293,7 @@ def register() -> tuple[type, type]:
             **kwargs: Any,
         ) -> Any:
             # (generate checks its inputs against this signature: attention_mask and position_ids stay named)
-            if self.model.embed_tokens.no_sequence:
-                inputs = input_ids if input_ids is not None else kwargs["inputs_embeds"]
-                position_ids = torch.zeros(inputs.shape[:2], dtype=torch.long, device=inputs.device)
+            self.model.rotary_emb.off = self.model.embed_tokens.no_sequence
             if cells is not None and input_ids is not None and kwargs.get("inputs_embeds") is None:
                 kwargs["inputs_embeds"] = self.model.embed_tokens(input_ids, cells)
                 input_ids = None

@@ -231,9 +231,9 @@ class _Walk:
             self.col += 1
         elif self.state == "inside" and tok == rule.newline:
             self.col = 0
-            if rule.coupled and (not self.height or self.row < self.height) and self.row + 1 < MAX_CELL:
+            if rule.coupled and self.row + 1 < MAX_CELL:
                 self.predicts = self.mapped = True
-                return self.row + 1, 1  # ``coupled``: it predicts the first cell of the next row
+                return self.row + 1, 1  # ``coupled``: the first cell of the next row ((H + 1, 1): none)
             if rule.next and self.redrawn and self.row < self.height:
                 self.predicts = True
                 return self.row + 1, 1  # ``next``: it predicts the first cell of the next row
