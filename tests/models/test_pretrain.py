@@ -366,6 +366,10 @@ def test_the_shipped_base_model_matches_its_config_and_reads_every_format(
     # does not compose its coordinates was saved without their shared tokens)
     fresh = CellVocab.from_tokenizer(tokenizer)
     stored = CellVocab.from_legacy(saved).with_words_of(fresh)
+    # (but the wave's arrow cells, added since: a base never read a wave frame and keeps reading none)
+    vocab = tokenizer.get_vocab()
+    arrows = {vocab[piece] for a in "^v<>" for piece in (a, f"  {a}") if piece in vocab}
+    fresh = dataclasses.replace(fresh, first=fresh.first - arrows, rest=fresh.rest - arrows)
     assert dataclasses.replace(stored, coord_base=fresh.coord_base) == fresh
     m = FrozenLakeMap.from_rows(["SFFFFFFFFF", *["FFFFFHFFFF"] * 8, "FFFFFFFFFG"])
     record = {"id": "big", "rows": m.rows, "optimal_path": m.optimal_path()}
