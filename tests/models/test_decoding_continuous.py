@@ -19,7 +19,7 @@ from model_fixtures import generate_split  # noqa: E402
 
 from lakeshift.cli import main  # noqa: E402
 from lakeshift.models.backends import continuous  # noqa: E402
-from lakeshift.models.cells import MODEL_TYPE, CellWalker  # noqa: E402
+from lakeshift.models.cells import MODEL_TYPE, CellWalker, set_spec, spec_of  # noqa: E402
 from lakeshift.models.data import load_sft  # noqa: E402
 from lakeshift.models.registry import build_named  # noqa: E402
 from lakeshift.models.tokenizer import message_texts  # noqa: E402
@@ -37,7 +37,12 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def prompts_and_model(data: Path, name: str) -> tuple[list[list[int]], object]:
     sft = load_sft(data, "id-test", "grid", "coords", prompt="map-only")
     torch.manual_seed(0)
-    model, tokenizer = build_named(name, [t for r in sft.records for t in message_texts(r["messages"])])
+    base, _, coupled = name.partition("+")
+    model, tokenizer = build_named(base, [t for r in sft.records for t in message_texts(r["messages"])])
+    if coupled:  # map numbers and no 1-D positions: what the walker and the rotary embedding give change
+        set_spec(model, spec_of(model).replace({"grids": "coupled", "sequence": "none"}))
+        with torch.no_grad():
+            model.model.embed_tokens.frame.weight[1:].normal_(0, 1.0)
     model.eval()
     prompts = [
         tokenizer(
@@ -90,7 +95,7 @@ def continuous_answers(
     return answers, reasons
 
 
-@pytest.mark.parametrize("name", ["tiny", "mini-cells"])
+@pytest.mark.parametrize("name", ["tiny", "mini-cells", "mini-cells+coupled"])
 def test_continuous_greedy_answers_equal_generate_on_each_prompt_alone(data: Path, name: str) -> None:
     prompts, model = prompts_and_model(data, name)
     assert len({len(p) for p in prompts}) > 2  # several prompt lengths share the slots
