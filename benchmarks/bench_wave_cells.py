@@ -13,7 +13,9 @@ frames before it. Reported per map size and per row / column (both <= 6, or eith
 - ``changed``: over the cells that change in their frame (a ``.`` or the start becoming an arrow: the
   rule's work; every other cell is a copy of the cell in the frame before);
 - ``frames``: the frames whose cells are all right; ``traces``: the maps whose frames are all right;
-- ``stop``: after each frame's last row, ``Wave`` (another frame) or ``\boxed{`` (the last) right.
+- ``row ends``: the newline after each row's last cell; ``stop``: after each frame's last row, ``Wave``
+  (another frame) or ``\boxed{`` (the last) right: a trace that draws its frames right but ends a row or
+  a frame wrong goes off the rails when it generates.
 
 A rule learned independently of size gives the same accuracy at 10x10 as at 6x6.
 """
@@ -87,11 +89,11 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
     for ok in frame_ok.values():
         group.add("frames", ok)
     group.add("traces", all(frame_ok.values()))
-    last_row_end = [  # (the newline after a frame's last row)
-        i for i in range(answer_start, len(ids) - 1) if frames[i] >= 2 and rows[i] == size + 1
-    ]
-    for i in last_row_end:
-        group.add("stop", guess[i] == ids[i + 1])
+    for i in range(answer_start, len(ids) - 1):
+        if frames[i] >= 2 and rows[i] == size + 1:  # the newline after a frame's last row
+            group.add("stop", guess[i] == ids[i + 1])
+        elif frames[i] >= 2 and cols[i] == size + 1:  # a row's last cell, before its newline
+            group.add("row ends", guess[i] == ids[i + 1])
 
 
 def main() -> None:
@@ -128,7 +130,7 @@ def main() -> None:
         for record in sft.records:
             measure_map(model, tokenizer, rule, record, tallies)
         print(f"  {part}: {len(sft.records)} maps in {time.perf_counter() - began:.0f} s")
-    names = ("cells", "changed", "frames", "traces", "stop")
+    names = ("cells", "changed", "frames", "traces", "row ends", "stop")
     sizes = sorted((g for g in tallies if "x" in g), key=lambda g: int(g.split("x")[0]))
     print(f"| group | {' | '.join(names)} |\n|---|{'---|' * len(names)}")
     for group in (*sizes, "rows/cols <= 6", "row or col >= 7"):

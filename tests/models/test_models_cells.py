@@ -976,16 +976,17 @@ def test_random_shifts_reach_the_largest_map_numbers() -> None:
 
 @pytest.mark.parametrize("sequence", ["none", "rope"])
 def test_with_sequence_none_the_logits_do_not_depend_on_the_1d_positions(sequence: str) -> None:
-    """``sequence: none`` gives every token the same 1-D position, whatever positions the caller passes,
-    and attention still reads every earlier token, with or without a padding mask; with ``rope`` other
-    positions give other logits."""
+    """``sequence: none`` gives every token the same 1-D position, whatever positions the caller passes and
+    whether the causal LM or its decoder alone is called, and attention still reads every earlier token,
+    with or without a padding mask; with ``rope`` other positions give other logits."""
     import torch
 
     model, tokenizer = _cells_model("coupled", moves=True, no_sequence=sequence == "none")
     ids = torch.tensor([_conversation_ids(tokenizer, traces_map(), "grid", "wave")])
     changed, later = ids.clone(), ids.clone()
     changed[0, 5], later[0, -2] = ids[0, 6], ids[0, 5]
-    with torch.no_grad():
+    with torch.no_grad():  # (the decoder first: nothing the causal LM's forward sets may be needed)
+        decoder = model.model(ids, position_ids=torch.arange(ids.shape[1])[None] * 2).last_hidden_state
         plain = model(ids).logits
         masked = model(ids, attention_mask=torch.ones_like(ids)).logits
         moved = model(ids, position_ids=torch.arange(ids.shape[1])[None] * 2).logits
@@ -993,5 +994,7 @@ def test_with_sequence_none_the_logits_do_not_depend_on_the_1d_positions(sequenc
         training_pass = model.train()(later, attention_mask=torch.ones_like(ids)).logits
     assert torch.allclose(plain, masked, atol=1e-5)
     assert torch.allclose(plain, moved, atol=1e-5) == (sequence == "none")
+    # the decoder alone (as trl's fused loss calls it) reads positions as the whole model does
+    assert torch.allclose(model.lm_head(decoder), moved, atol=1e-5)
     assert not torch.allclose(plain[0, -1], earlier[0, -1], atol=1e-4)  # the last token reads token 5
     assert torch.allclose(plain[0, :-2], training_pass[0, :-2], atol=1e-5)  # and no token reads a later one

@@ -242,18 +242,21 @@ def register() -> tuple[type, type]:
             return logits.index_copy(-1, tokens, coordinates.to(logits.dtype))
 
     class CellsRotaryEmbedding(Qwen2RotaryEmbedding):
-        """Qwen2's rotary embedding, the identity (cos 1, sin 0) while ``off`` (``sequence: none``).
+        """Qwen2's rotary embedding, the identity (cos 1, sin 0) while the cells embedding's spec says
+        ``sequence: none``, whoever calls the decoder (trl calls it without the causal LM's ``forward``).
 
         (Not zero position ids: transformers reads position ids that restart as packed sequences and would
         let each token attend to itself only.)"""
 
-        def __init__(self, config: CellsConfig) -> None:
+        def __init__(self, config: CellsConfig, embedding: CellEmbedding) -> None:
             super().__init__(config)
-            self.off = False
+            object.__setattr__(self, "embedding", embedding)  # not a submodule: the decoder owns it
 
         def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             cos, sin = super().forward(x, position_ids)
-            return (torch.ones_like(cos), torch.zeros_like(sin)) if self.off else (cos, sin)
+            if self.embedding.no_sequence:
+                return torch.ones_like(cos), torch.zeros_like(sin)
+            return cos, sin
 
     class CellsForCausalLM(Qwen2ForCausalLM):
         config_class = CellsConfig
@@ -261,7 +264,7 @@ def register() -> tuple[type, type]:
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config)
             self.model.embed_tokens = CellEmbedding(config)
-            self.model.rotary_emb = CellsRotaryEmbedding(config)
+            self.model.rotary_emb = CellsRotaryEmbedding(config, self.model.embed_tokens)
             if self.model.embed_tokens.composed:
                 self.lm_head = ComposedHead(config, self.model.embed_tokens)
             self._walkers: list[CellWalker] = []
@@ -293,7 +296,6 @@ def register() -> tuple[type, type]:
             **kwargs: Any,
         ) -> Any:
             # (generate checks its inputs against this signature: attention_mask and position_ids stay named)
-            self.model.rotary_emb.off = self.model.embed_tokens.no_sequence
             if cells is not None and input_ids is not None and kwargs.get("inputs_embeds") is None:
                 kwargs["inputs_embeds"] = self.model.embed_tokens(input_ids, cells)
                 input_ids = None
