@@ -1,4 +1,5 @@
-"""Image input: a tiny random Qwen2.5-VL trains one step and predicts through the 7B model's code path."""
+"""Image input: a tiny random Qwen2.5-VL trains one step and predicts through the 7B model's code path;
+mini-vl reads one visual token per map cell and trains its vision tower."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import json
 import pytest
 from model_fixtures import generate_split
 
+from lakeshift import Group, SplitSpec, generate_map, map_from_record
 from lakeshift.cli import main
-from lakeshift.models.data import load_sft
+from lakeshift.errors import LakeshiftError
+from lakeshift.formats.image import frame_geometry, render_image
+from lakeshift.models.data import cell_image, load_sft, open_image
 from lakeshift.models.registry import (
+    build_named,
     build_tiny_vl,
     freeze_vision_tower,
     load_model,
@@ -18,7 +23,64 @@ from lakeshift.models.registry import (
 )
 from lakeshift.models.tokenizer import message_texts
 
-pytestmark = pytest.mark.slow
+
+def _frame(size: int):
+    split = SplitSpec("t", (Group(size=size, count=1, hole_prob=0.2),))
+    return render_image(map_from_record(generate_map(split, seed=3, index=0)))
+
+
+@pytest.fixture(scope="module")
+def mini_vl_processor():
+    return build_named("mini-vl", ["Grid:\n.  G  .\n.  X  .\n.  P  X"])[1]
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 6, 7, 8, 9, 10, 12])
+def test_mini_vl_gives_each_map_cell_one_visual_token(mini_vl_processor, size):
+    image = cell_image(_frame(size), size, cell_pixels=28)
+    assert image.size == (28 * size, 28 * size)
+    processor = mini_vl_processor
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}]}], add_generation_prompt=True, tokenize=False
+    )
+    enc = processor(text=[text], images=[image], return_tensors="pt")
+    # image_grid_thw counts 14-pixel patches; 2x2 of them merge into one visual token.
+    assert enc["image_grid_thw"].tolist() == [[1, 2 * size, 2 * size]]
+    pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert int((enc["input_ids"] == pad).sum()) == size * size
+
+
+@pytest.mark.parametrize("size", [3, 8, 9, 10])
+def test_cell_image_keeps_every_cell_in_its_own_square(size):
+    # A frame whose cells are flat colours (and gymnasium's black strip past 8x8): after resizing, every
+    # 28-pixel square is exactly its cell's colour, so no visual token sees a neighbouring cell.
+    from PIL import Image, ImageDraw
+
+    window, cell = frame_geometry(size)
+    frame = Image.new("RGB", (window, window))
+    draw = ImageDraw.Draw(frame)
+    colour = {(r, c): (20 * r + 7, 20 * c + 11, 200 - 9 * (r + c)) for r in range(size) for c in range(size)}
+    for (r, c), rgb in colour.items():
+        draw.rectangle((c * cell, r * cell, (c + 1) * cell - 1, (r + 1) * cell - 1), fill=rgb)
+    image = cell_image(frame, size, cell_pixels=28)
+    for (r, c), rgb in colour.items():
+        square = image.crop((28 * c, 28 * r, 28 * (c + 1), 28 * (r + 1)))
+        assert square.getcolors() == [(28 * 28, rgb)], (r, c)
+
+
+def test_cell_image_refuses_what_it_cannot_align(tmp_path):
+    with pytest.raises(LakeshiftError, match=r"^image: 200x200 pixels, not the frame of a 3x3 map \(192x192"):
+        cell_image(_frame(3).resize((200, 200)), 3, cell_pixels=28)
+    with pytest.raises(LakeshiftError, match=r"a 31x31 map; .* maps of 1x1 to 30x30"):
+        cell_image(_frame(3), 31, cell_pixels=28)
+    # Without the map's record the size comes from a frame only one map size has (64 n pixels, n < 8).
+    small, large = tmp_path / "small.png", tmp_path / "large.png"
+    _frame(5).save(small)
+    _frame(9).save(large)
+    assert open_image(small, cell_pixels=28).size == (140, 140)
+    assert open_image(small).size == (320, 320)
+    with pytest.raises(LakeshiftError, match=r"needs the map.s size from .*maps\.jsonl"):
+        open_image(large, cell_pixels=28)
+    assert open_image(large, cell_pixels=28, map_size=9).size == (252, 252)
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +90,7 @@ def data(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_tiny_vl_checkpoint_trains_and_predicts_like_the_7b_model(data, tmp_path):
     # A checkpoint folder, loaded exactly as Qwen/Qwen2.5-VL-7B-Instruct would be (config -> vision model).
     sft = load_sft(data, "id-train", "image", "none")
@@ -58,3 +121,28 @@ def test_tiny_vl_checkpoint_trains_and_predicts_like_the_7b_model(data, tmp_path
     (row,) = [json.loads(x) for x in preds.read_text().splitlines()]
     assert row["input_format"] == "image" and 1 <= row["n_output_tokens"] <= 4
     assert row["prompt"] == "map-only" and record["prompt"] == "mirage"
+
+
+@pytest.mark.slow
+def test_mini_vl_trains_its_vision_tower_and_predicts_from_cell_sized_images(tmp_path):
+    data = tmp_path / "data"
+    generate_split(data, "id-train", sizes=(3, 4), count=2, inputs=("image",), images=True, train=True)
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", "mini-vl"]
+    argv += ["--prompt", "map-only", "--out", str(run), "--max-steps", "2", "--batch-size", "2"]
+    assert main(argv) == 0
+    record = json.loads((run / "run.json").read_text())
+    # Its vision tower starts random, so it trains with the rest (a pretrained model's is frozen).
+    assert record["model"]["frozen_vision_params"] == 0
+    assert record["model"]["n_trainable_params"] == record["model"]["n_params"]
+    assert record["hparams"]["preset"] == "scratch"
+    spec = resolve_model(str(run))
+    assert spec.vision and spec.cell_pixels == 28 and spec.small
+    model = load_model(spec)
+    assert model.config.text_config.hidden_size == 128 and model.config.text_config.num_hidden_layers == 4
+
+    preds = tmp_path / "p.jsonl"
+    argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "2"]
+    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
+    rows = [json.loads(x) for x in preds.read_text().splitlines()]
+    assert len(rows) == 2 and all(1 <= r["n_output_tokens"] <= 4 for r in rows)

@@ -247,15 +247,79 @@ def reference_completion(record: dict[str, Any]) -> str | None:
     return None
 
 
-def load_images(split_dir: Path, record: dict[str, Any]) -> list[Any]:
-    """The record's images as RGB PIL images."""
+def load_images(
+    split_dir: Path,
+    record: dict[str, Any],
+    cell_pixels: int | None = None,
+    map_size: int | None = None,
+) -> list[Any]:
+    """The record's images as RGB PIL images, as a model reads them (:func:`open_image`)."""
+    return [open_image(split_dir / rel, cell_pixels, map_size) for rel in record.get("images", [])]
+
+
+def open_image(path: Path, cell_pixels: int | None = None, map_size: int | None = None) -> Any:
+    """A map image as an RGB PIL image: as rendered, or, for a model whose map cells are ``cell_pixels``
+    pixels square (:attr:`lakeshift.models.registry.ModelSpec.cell_pixels`), resized by :func:`cell_image`
+    for a ``map_size`` x ``map_size`` map. Without ``map_size`` (an image that came without its map record)
+    the size is read from the frame where only one map has it: a frame of ``64 n`` pixels with ``n`` below 8
+    (from 8x8 on, gymnasium's frames are all 512 pixels).
+
+    Raises:
+        LakeshiftError: the file is missing or not an image, or it must be resized and its map size is
+            unknown or it is not that map's frame.
+    """
     from PIL import Image
 
-    out = []
-    for rel in record.get("images", []):
-        try:
-            with Image.open(split_dir / rel) as img:
-                out.append(img.convert("RGB"))
-        except (OSError, ValueError, SyntaxError) as err:  # PIL's errors for missing, torn or non-PNG files
-            raise LakeshiftError(f"{split_dir / rel}: not a readable image ({err})") from None
-    return out
+    try:
+        with Image.open(path) as img:
+            image = img.convert("RGB")
+    except (OSError, ValueError, SyntaxError) as err:  # PIL's errors for missing, torn or non-PNG files
+        raise LakeshiftError(f"{path}: not a readable image ({err})") from None
+    if cell_pixels is None:
+        return image
+    if map_size is None and image.size[0] == image.size[1] and image.size[0] % 64 == 0:
+        map_size = image.size[0] // 64 if image.size[0] < 512 else None
+    if map_size is None:
+        raise LakeshiftError(
+            f"{path}: the model reads each map cell as a {cell_pixels}-pixel square, which needs the map's "
+            f"size from {path.parent.parent / 'maps.jsonl'} (missing, or without this map)"
+        )
+    return cell_image(image, map_size, cell_pixels, str(path))
+
+
+def cell_image(image: Any, map_size: int, cell_pixels: int, where: str = "image") -> Any:
+    """A map's frame resized so that each of its cells is ``cell_pixels`` pixels square.
+
+    The frame is gymnasium's (:func:`lakeshift.formats.image.frame_geometry`): ``map_size`` cells of ``cell``
+    pixels from the top left corner, within a window that maps over 8x8 pad with a black strip on the right
+    and bottom. The drawn square is cut out (the strip dropped; a frame already cropped to it is taken as
+    is) and resized to ``map_size * cell_pixels`` pixels a side with a box filter: each new pixel is the
+    average of the frame pixels under it, and the edges of the ``cell_pixels`` squares fall on the edges of
+    the cells, so every square shows one cell and no pixel of it comes from another. With ``cell_pixels``
+    28 (Qwen2.5-VL's merged visual token) the image has one visual token per cell, which Qwen's processor
+    keeps as it is (its sides are multiples of 28 within the size's pixel bounds).
+
+    Raises:
+        LakeshiftError: the image is neither the window nor the drawn square of a ``map_size`` map, or
+            the map is larger than :data:`lakeshift.models.tokenizer.MAX_MAP_SIZE`.
+    """
+    from PIL import Image
+
+    from lakeshift.formats.image import frame_geometry
+    from lakeshift.models.tokenizer import MAX_MAP_SIZE
+
+    if not 1 <= map_size <= MAX_MAP_SIZE:
+        raise LakeshiftError(
+            f"{where}: a {map_size}x{map_size} map; a model reading one visual token per cell takes maps of "
+            f"1x1 to {MAX_MAP_SIZE}x{MAX_MAP_SIZE} (its image processor's max_pixels)"
+        )
+    window, cell = frame_geometry(map_size)
+    drawn = cell * map_size
+    if image.size not in ((window, window), (drawn, drawn)):
+        raise LakeshiftError(
+            f"{where}: {image.size[0]}x{image.size[1]} pixels, not the frame of a {map_size}x{map_size} map "
+            f"({window}x{window}, or {drawn}x{drawn} without the black strip), so its cells cannot be "
+            f"resized to {cell_pixels} pixels"
+        )
+    side = map_size * cell_pixels
+    return image.crop((0, 0, drawn, drawn)).resize((side, side), Image.Resampling.BOX)

@@ -19,12 +19,15 @@ class PromptItem:
         messages: the system and user turns (trl conversational format, as in the SFT file).
         image_paths: absolute paths of the record's images (empty for text input).
         sample: which of the map's repeated samples this is (0 to ``--samples`` - 1).
+        map_size: the map's size (``maps.jsonl``; ``None`` when unknown), for a model that resizes each
+            map cell of an image (:attr:`lakeshift.models.registry.ModelSpec.cell_pixels`).
     """
 
     id: str
     messages: list[dict[str, Any]]
     image_paths: list[Path] = field(default_factory=list)
     sample: int = 0
+    map_size: int | None = None
 
 
 @dataclass

@@ -152,9 +152,9 @@ def resolve_grpo(opts: GrpoOptions) -> tuple[GrpoOptions, ModelSpec, dict[str, A
     return dataclasses.replace(opts, prompt=prompt), spec, init, weights
 
 
-def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
+def prompt_rows(sft: SftSet, cell_pixels: int | None = None) -> list[dict[str, Any]]:
     """The GRPO dataset: ``prompt`` (system + user turns), ``map`` (the map record, JSON), ``map_id``, and
-    ``images`` for image input.
+    ``images`` for image input, as the model reads them (``cell_pixels``: :attr:`ModelSpec.cell_pixels`).
 
     Raises:
         LakeshiftError: the split has no ``maps.jsonl`` or it lacks one of the records' ids.
@@ -175,7 +175,7 @@ def prompt_rows(sft: SftSet) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"map_id": rec["id"], "map": json.dumps(by_id[rec["id"]], ensure_ascii=False)}
         if sft.input_format == "image":
             row["prompt"] = as_parts(prompt_turns(rec))
-            row["images"] = load_images(sft.split_dir, rec)
+            row["images"] = load_images(sft.split_dir, rec, cell_pixels, int(by_id[rec["id"]]["size"]))
         else:
             row["prompt"] = prompt_turns(rec)
         rows.append(row)
@@ -459,7 +459,7 @@ def train_grpo(opts: GrpoOptions) -> Path:
     dtype = torch.bfloat16 if cuda else torch.float32
     model = load_model(spec, dtype=dtype)
     if spec.vision:
-        record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
+        record["model"]["frozen_vision_params"] = 0 if spec.small else freeze_vision_tower(model)
     peft_config = lora_config(hp.lora, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 

@@ -175,7 +175,12 @@ _RESUME_KEYS = (
 def items_from(sft: SftSet) -> list[PromptItem]:
     """The prompts (system + user turns) of an SFT set, with absolute image paths."""
     return [
-        PromptItem(r["id"], prompt_turns(r), [sft.split_dir / p for p in r.get("images", [])])
+        PromptItem(
+            r["id"],
+            prompt_turns(r),
+            [sft.split_dir / p for p in r.get("images", [])],
+            map_size=sft.sizes.get(r["id"]),
+        )
         for r in sft.records
     ]
 

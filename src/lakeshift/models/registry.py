@@ -4,11 +4,11 @@
 ``load_*`` and ``build_*`` functions do the heavy part.
 
 Named sizes are Qwen2-architecture models with random weights and a tokenizer built from the training
-data (structured by default, see :mod:`lakeshift.models.tokenizer`); ``tiny-vl`` is a random Qwen2.5-VL of
-the same spirit that exercises the image path on a CPU. Base models (:data:`BASE_MODELS`) are named sizes
-pretrained by ``lakeshift pretrain`` on map reading and random walks (:mod:`lakeshift.models.pretrain`) and
-shipped
-in the package, to be fine-tuned per format.
+data (structured by default, see :mod:`lakeshift.models.tokenizer`). The vision sizes (:data:`VISION_SIZES`)
+are random Qwen2.5-VL models of the same spirit: ``tiny-vl`` exercises the image path on a CPU, ``mini-vl``
+has ``mini``'s language model and reads each map cell as one visual token. Base models
+(:data:`BASE_MODELS`) are named sizes pretrained by ``lakeshift pretrain`` on map reading and random walks
+(:mod:`lakeshift.models.pretrain`) and shipped in the package, to be fine-tuned per format.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.models import cells
 from lakeshift.models.tokenizer import (
     IM_END,
+    MAX_MAP_SIZE,
     PAD_TOKEN,
     build_tokenizer,
     load_tokenizer,
@@ -37,6 +38,7 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
     "base": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 4, "mlp": 2048},  # ~75M: GPU
 }
 TINY_VL = "tiny-vl"
+MINI_VL = "mini-vl"
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,74 @@ BASE_MODELS: dict[str, str] = {
     "mini-cells-trace-player-base": "configs/pretrain/base-mini-cells-trace-player.yaml",
     "mini-cells-trace-wide-base": "configs/pretrain/base-mini-cells-trace-wide.yaml",
 }
-NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, TINY_VL, *BASE_MODELS)
 # Positions are rotary (no learned table), so this only bounds the longest conversation (char-level
 # table+desc traces on 10x10 maps reach ~15k characters).
 MAX_POSITIONS = 32768
+#: Qwen2.5-VL's patch geometry (the 7B model's): 14-pixel patches, 2x2 of them merged into one visual token,
+#: so a merged token covers 28 x 28 pixels.
+VL_PATCH = 14
+VL_MERGE = 2
+VL_TOKEN_PIXELS = VL_PATCH * VL_MERGE
+
+
+@dataclass(frozen=True)
+class VisionSize:
+    """A named Qwen2.5-VL size: its language model, its vision tower, and how a map image reaches it.
+
+    Attributes:
+        text: the language model's shape, as a :data:`NAMED_SIZES` entry.
+        mrope_section: the multimodal rotary sections (temporal, height, width), summing to half the
+            language model's head size.
+        vision: the vision tower's ``depth``, ``hidden``, ``mlp`` and ``heads``.
+        min_pixels, max_pixels: the image processor's bounds on an image's area (Qwen's ``smart_resize``).
+        cell_pixels: ``None``: the image goes to the processor as rendered, which resizes it to multiples of
+            28 pixels within the bounds; a number: lakeshift first resizes each map image so that every cell
+            is this many pixels square (:func:`lakeshift.models.data.cell_image`), saved with the model as
+            ``config.json``'s ``map_cell_pixels``.
+        tie_embeddings: whether the output layer is the input embedding (as for the text named sizes).
+    """
+
+    text: dict[str, int]
+    mrope_section: tuple[int, int, int]
+    vision: dict[str, int]
+    min_pixels: int
+    max_pixels: int
+    cell_pixels: int | None = None
+    tie_embeddings: bool = False
+
+
+#: The vision sizes. ``tiny-vl``: the image path at test scale; its images are at most 112 x 112 pixels,
+#: so a visual token covers about a cell of a 4x4 map and more of larger ones. ``mini-vl``: ``mini``'s
+#: language model (mrope sections scaled from the 7B model's 16/24/24 of 64) and a two-block vision tower;
+#: each cell of an N x N map is resized to 28 pixels, so the image is 28N pixels square and each of its N * N
+#: merged visual tokens shows exactly one cell, for every N from 2 to the structured tokenizer's
+#: :data:`~lakeshift.models.tokenizer.MAX_MAP_SIZE` (the processor's ``max_pixels`` is set to that map's
+#: image; a larger map is refused where its image is read).
+VISION_SIZES: dict[str, VisionSize] = {
+    TINY_VL: VisionSize(
+        text={"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "mlp": 128},
+        mrope_section=(2, 3, 3),
+        vision={"depth": 2, "hidden": 64, "mlp": 128, "heads": 2},
+        min_pixels=56 * 56,
+        max_pixels=112 * 112,
+    ),
+    MINI_VL: VisionSize(
+        text=NAMED_SIZES["mini"],
+        mrope_section=(4, 6, 6),
+        vision={"depth": 2, "hidden": 64, "mlp": 256, "heads": 2},
+        min_pixels=(2 * VL_TOKEN_PIXELS) ** 2,
+        max_pixels=(MAX_MAP_SIZE * VL_TOKEN_PIXELS) ** 2,
+        cell_pixels=VL_TOKEN_PIXELS,
+        tie_embeddings=True,
+    ),
+}
+NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, *VISION_SIZES, *BASE_MODELS)
 # Tiny-VL images are resized to at most this many pixels (the 7B model keeps Qwen's own limits).
-TINY_VL_MAX_PIXELS = 112 * 112
-TINY_VL_HIDDEN = 64
+TINY_VL_MAX_PIXELS = VISION_SIZES[TINY_VL].max_pixels
+TINY_VL_HIDDEN = VISION_SIZES[TINY_VL].text["hidden"]
+#: The ``config.json`` key of a vision model whose map images lakeshift resizes per cell
+#: (:attr:`VisionSize.cell_pixels`).
+CELL_PIXELS_KEY = "map_cell_pixels"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 RUN_FILE = "run.json"
 
@@ -90,7 +153,10 @@ class ModelSpec:
         model_type: the config's ``model_type`` (``qwen2`` for named sizes).
         config: the raw config dict (empty for named sizes).
         small: a small model of lakeshift's own (a named size, a shipped base model, or a run folder that
-            trained with the ``scratch`` preset), trained further with that preset and CPU settings.
+            trained with the ``scratch`` preset), trained further with that preset and CPU settings; a
+            small vision model trains its vision tower (it starts random), any other has it frozen.
+        cell_pixels: for a vision model whose map images lakeshift resizes so that each cell is this many
+            pixels square (:attr:`VisionSize.cell_pixels`); ``None``: images as rendered.
     """
 
     name: str
@@ -100,6 +166,7 @@ class ModelSpec:
     model_type: str
     config: dict[str, Any] = field(default_factory=dict)
     small: bool = False
+    cell_pixels: int | None = None
 
 
 def _vision_types() -> set[str]:
@@ -139,8 +206,9 @@ def resolve_model(name: str) -> ModelSpec:
         return ModelSpec(name, "named", None, False, "qwen2", small=True)
     if name in CELL_SIZES:
         return ModelSpec(name, "named", None, False, cells.MODEL_TYPE, small=True)
-    if name == TINY_VL:
-        return ModelSpec(name, "named", None, True, "qwen2_5_vl", small=True)
+    if name in VISION_SIZES:
+        cell_pixels = VISION_SIZES[name].cell_pixels
+        return ModelSpec(name, "named", None, True, "qwen2_5_vl", small=True, cell_pixels=cell_pixels)
     if name in BASE_MODELS:
         folder = _CHECKPOINTS / name
         if not (folder / "config.json").is_file():
@@ -341,7 +409,15 @@ def _spec_from_config(
     if model_type == cells.MODEL_TYPE:
         return ModelSpec(name, kind, source, False, model_type, config, small)
     if model_type in _vision_types() or "vision_config" in config:
-        return ModelSpec(name, kind, source, True, model_type, config, small)
+        cell_pixels = config.get(CELL_PIXELS_KEY)
+        if cell_pixels is not None and (
+            not isinstance(cell_pixels, int) or isinstance(cell_pixels, bool) or cell_pixels < 1
+        ):
+            raise LakeshiftError(
+                f"--model {name}: config.json: {CELL_PIXELS_KEY}: {cell_pixels!r} is not a positive number "
+                "of pixels"
+            )
+        return ModelSpec(name, kind, source, True, model_type, config, small, cell_pixels)
     if model_type in _causal_types():
         return ModelSpec(name, kind, source, False, model_type, config, small)
     raise LakeshiftError(
@@ -464,8 +540,8 @@ def cell_spec(spec: ModelSpec) -> cells.CellSpec:
 
 def hidden_size(spec: ModelSpec) -> int | None:
     """The model's hidden size from its shape or config (``None`` when the config does not say)."""
-    if spec.name == TINY_VL:
-        return TINY_VL_HIDDEN
+    if spec.name in VISION_SIZES:
+        return VISION_SIZES[spec.name].text["hidden"]
     if spec.kind == "named":
         cell_size = CELL_SIZES.get(spec.name)
         return NAMED_SIZES[cell_size.shape if cell_size else spec.name]["hidden"]
@@ -490,15 +566,15 @@ def build_named(name: str, texts: list[str], tokenizer_kind: str = "structured")
     """Builds a random-weights model and its processing class for a named size.
 
     Args:
-        name: a key of :data:`NAMED_SIZES` or :data:`CELL_SIZES`, or :data:`TINY_VL`.
+        name: a key of :data:`NAMED_SIZES`, :data:`CELL_SIZES` or :data:`VISION_SIZES`.
         texts: training texts for the tokenizer's vocabulary.
         tokenizer_kind: one of :data:`lakeshift.models.tokenizer.TOKENIZERS`.
 
     Returns:
         ``(model, tokenizer_or_processor)``.
     """
-    if name == TINY_VL:
-        return build_tiny_vl(texts, tokenizer_kind)
+    if name in VISION_SIZES:
+        return build_vl(name, texts, tokenizer_kind)
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cell_size = CELL_SIZES.get(name)
@@ -561,42 +637,61 @@ def image_only_processor_class() -> type:
 
 def build_tiny_vl(texts: list[str], tokenizer_kind: str = "structured") -> tuple[Any, Any]:
     """A random Qwen2.5-VL small enough for CPU tests, with an image-only processor and a local tokenizer."""
+    return build_vl(TINY_VL, texts, tokenizer_kind)
+
+
+def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") -> tuple[Any, Any]:
+    """A random Qwen2.5-VL of a :data:`VISION_SIZES` size, built from transformers' own classes, with an
+    image-only processor (Qwen's image processor, patch 14, merge 2) and a tokenizer built from ``texts``.
+    A size with :attr:`VisionSize.cell_pixels` saves it in the config as :data:`CELL_PIXELS_KEY`."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+    size = VISION_SIZES[name]
     tokenizer = build_tokenizer(tokenizer_kind, texts, vision=True)
     image_processor = Qwen2VLImageProcessorPil(
-        min_pixels=56 * 56, max_pixels=TINY_VL_MAX_PIXELS, patch_size=14, merge_size=2, temporal_patch_size=2
+        min_pixels=size.min_pixels,
+        max_pixels=size.max_pixels,
+        patch_size=VL_PATCH,
+        merge_size=VL_MERGE,
+        temporal_patch_size=2,
     )
     processor = image_only_processor_class()(
         image_processor, tokenizer, chat_template=tokenizer.chat_template
     )
     ids = tokenizer.convert_tokens_to_ids
+    text, vision = size.text, size.vision
+    extra: dict[str, Any] = {CELL_PIXELS_KEY: size.cell_pixels} if size.cell_pixels is not None else {}
+    if size.tie_embeddings:
+        extra["tie_word_embeddings"] = True
     config = Qwen2_5_VLConfig(
         text_config={
             "vocab_size": len(tokenizer),
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            # mrope sections (temporal, height, width) must sum to head_dim / 2 = 8.
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+            "hidden_size": text["hidden"],
+            "intermediate_size": text["mlp"],
+            "num_hidden_layers": text["layers"],
+            "num_attention_heads": text["heads"],
+            "num_key_value_heads": text["kv_heads"],
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 1e6,
+                "mrope_section": list(size.mrope_section),
+            },
             "max_position_embeddings": MAX_POSITIONS,
             "bos_token_id": None,
             "eos_token_id": ids(IM_END),
             "pad_token_id": ids(PAD_TOKEN),
         },
         vision_config={
-            "depth": 2,
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "fullatt_block_indexes": [1],
-            "window_size": 112,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
+            "depth": vision["depth"],
+            "hidden_size": vision["hidden"],
+            "intermediate_size": vision["mlp"],
+            "num_heads": vision["heads"],
+            "out_hidden_size": text["hidden"],
+            "fullatt_block_indexes": [vision["depth"] - 1],
+            "window_size": 4 * VL_TOKEN_PIXELS,
+            "patch_size": VL_PATCH,
+            "spatial_merge_size": VL_MERGE,
             "temporal_patch_size": 2,
         },
         image_token_id=ids("<|image_pad|>"),
@@ -606,6 +701,7 @@ def build_tiny_vl(texts: list[str], tokenizer_kind: str = "structured") -> tuple
         bos_token_id=None,
         eos_token_id=ids(IM_END),
         pad_token_id=ids(PAD_TOKEN),
+        **extra,
     )
     model = Qwen2_5_VLForConditionalGeneration(config)
     _set_generation_ids(model, tokenizer)

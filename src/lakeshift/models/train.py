@@ -72,10 +72,15 @@ def as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def sft_rows(sft: SftSet) -> list[dict[str, Any]]:
+def sft_rows(sft: SftSet, cell_pixels: int | None = None) -> list[dict[str, Any]]:
+    """The trainer's rows: the messages, and for image input the images as the model reads them
+    (``cell_pixels``: :attr:`ModelSpec.cell_pixels`)."""
     if sft.input_format == "image":
         return [
-            {"messages": as_parts(r["messages"]), "images": load_images(sft.split_dir, r)}
+            {
+                "messages": as_parts(r["messages"]),
+                "images": load_images(sft.split_dir, r, cell_pixels, sft.sizes.get(r["id"])),
+            }
             for r in sft.records
         ]
     return [{"messages": r["messages"]} for r in sft.records]
@@ -188,7 +193,7 @@ def train(opts: TrainOptions) -> Path:
     if hp.cells is not None:
         cells.set_spec(model, cells.spec_of(model).changed(hp.cells, "--cells"))
     if spec.vision:
-        record["model"]["frozen_vision_params"] = freeze_vision_tower(model)
+        record["model"]["frozen_vision_params"] = 0 if spec.small else freeze_vision_tower(model)
     peft_config = lora_config(hp.lora, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 
@@ -199,7 +204,7 @@ def train(opts: TrainOptions) -> Path:
     trainer = sft_trainer_class(budget)(
         model=model,
         args=sft_config(out, hp, len(sft.records), cuda),
-        train_dataset=Dataset.from_list(sft_rows(sft)),
+        train_dataset=Dataset.from_list(sft_rows(sft, spec.cell_pixels)),
         processing_class=processing,
         peft_config=peft_config,
     )

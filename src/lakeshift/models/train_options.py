@@ -65,7 +65,7 @@ NAMED_HELP = (
     "tiny-cells (the same with row/column embeddings for map cells), mini-cells-shift (mini-cells whose "
     "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
     "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
-    "Qwen2.5-VL), "
+    "Qwen2.5-VL), mini-vl (random Qwen2.5-VL with mini's language model, one visual token per map cell), "
     "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks), "
     "mini-cells-trace-base (mini-cells-base pretrained further on random-walk traces in every CoT format)"
 )

@@ -22,6 +22,7 @@ from typing import Any
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.models.backends import continuous
+from lakeshift.models.data import open_image
 from lakeshift.models.generation import ENGINES, Decoding, Emit, Generation, PromptItem, batched
 from lakeshift.models.registry import check_modality, load_model, load_processing, resolve_model, tokenizer_of
 from lakeshift.models.tokenizer import IM_END, encode_checked
@@ -114,13 +115,11 @@ class HFBackend:
             for item in batch
         ]
         if self.spec.vision:
-            from PIL import Image
-
-            images = []
-            for item in batch:
-                for path in item.image_paths:
-                    with Image.open(path) as img:
-                        images.append(img.convert("RGB"))
+            images = [
+                open_image(path, self.spec.cell_pixels, item.map_size)
+                for item in batch
+                for path in item.image_paths
+            ]
             enc = processing(
                 text=texts, images=images or None, padding=True, padding_side="left", return_tensors="pt"
             )

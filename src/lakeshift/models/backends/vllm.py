@@ -78,10 +78,22 @@ class VLLMBackend:
     def count_tokens(self, text: str) -> int:
         return len(self._load().get_tokenizer().encode(text, add_special_tokens=False))
 
-    @staticmethod
-    def _messages(item: PromptItem) -> list[dict[str, Any]]:
+    def _image_bytes(self, path: Path, item: PromptItem) -> bytes:
+        """The PNG bytes of an image as the model reads it: the file, or resized per map cell
+        (:func:`lakeshift.models.data.open_image`) for a model with ``cell_pixels``."""
+        if self.spec.cell_pixels is None:
+            return path.read_bytes()
+        import io
+
+        from lakeshift.models.data import open_image
+
+        buffer = io.BytesIO()
+        open_image(path, self.spec.cell_pixels, item.map_size).save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    def _messages(self, item: PromptItem) -> list[dict[str, Any]]:
         images = [
-            "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")
+            "data:image/png;base64," + base64.b64encode(self._image_bytes(p, item)).decode("ascii")
             for p in item.image_paths
         ]
         out = []
