@@ -128,6 +128,8 @@ NUMBER_RULES: dict[str, NumberRule] = {
     "batch_size": NumberRule(int, 1, True, maximum=65536, why="larger batches fit no machine's memory"),
     # generated or trained tokens of one sequence: no model's context is longer
     "tokens": NumberRule(int, 1, True, maximum=2**20, why="no model's context is longer"),
+    # GRPO's completions per prompt (at least two to compare): a prompt's group is trained as one batch
+    "generations": NumberRule(int, 2, True, maximum=65536, why="larger batches fit no machine's memory"),
     # answers sampled per prompt: every map's answers are held until all are in
     "samples": NumberRule(int, 1, True, maximum=1024, why="every answer of a map is held until all are in"),
     # the rank of LoRA adapters: larger than any model's hidden size

@@ -65,7 +65,7 @@ def rows(path: Path) -> list[dict]:
     [
         (["--reward", "succes"], "unknown reward 'succes'"),
         (["--reward", "success=much"], "weight of 'success' is not a number: 'much'"),
-        (["--num-generations", "1"], "--num-generations 1: GRPO compares completions"),
+        (["--num-generations", "1"], "argument --num-generations: must be an integer >= 2, got '1'"),
         (["--reward", "faithful"], "'faithful' needs a CoT format that writes a trace"),
         (["--batch-size", "3"], "not a multiple of --num-generations 8"),
         (["--preset", "paper"], "--preset is an SFT option"),
@@ -344,7 +344,18 @@ def test_a_study_chains_sft_then_grpo(tmp_path):
         ("{input: grid, cot: none, init: grid__none}", "'init' is for method: grpo or predict"),
         ("{method: grpo, init: grid__none, cot: grid}", "differs from its init 'grid__none'"),
         ("{method: grpo, init: grid__none, train: {reward: succes}}", "unknown reward 'succes'"),
-        ("{method: grpo, init: grid__none, train: {num_generations: 1}}", "at least 2 completions"),
+        (
+            "{method: grpo, init: grid__none, train: {num_generations: 1}}",
+            "train.num_generations: must be an integer >= 2, got 1",
+        ),
+        (
+            "{method: grpo, init: grid__none, train: {num_generations: 100000}}",
+            "train.num_generations: must be at most 65536",
+        ),
+        (
+            "{method: grpo, init: grid__none, train: {max_completion_length: 2097152}}",
+            "train.max_completion_length: must be at most 1048576",
+        ),
         ("{method: grpo, init: grid__none, train: {preset: paper}}", "unknown key 'preset'"),
         ("{method: grpo, init: grid__none, model: micro}", "uses its 'init' entry's model"),
     ],

@@ -30,6 +30,8 @@ nonnegative_int, positive_float, positive_int, probability = map(
 TRAIN = ["train", "--data", "DATA", "--input", "grid", "--cot", "none", "--model", "micro", "--out", "OUT"]
 PREDICT = ["predict", "--model", "MODEL", "--data", "DATA", "--out", "OUT"]
 GENERATE = ["generate", "--out", "OUT", "--split", "s", "--no-images", "--workers", "1"]
+GRPO = [*TRAIN, "--method", "grpo"]
+BASELINE = ["baseline", "--maps", "MAPS", "--policy", "random", "--out", "OUT"]
 
 BAD_OPTIONS = [
     (TRAIN, "--batch-size", "0"),
@@ -63,6 +65,10 @@ BAD_OPTIONS = [
     (PREDICT, "--temperature", "-1"),
     (PREDICT, "--concurrency", "0"),
     (PREDICT, "--timeout", "0"),
+    (GRPO, "--num-generations", "1"),  # GRPO compares a prompt's completions with each other
+    (GRPO, "--max-completion-length", "0"),
+    (BASELINE, "--seed", "-1"),
+    (BASELINE, "--seed", str(2**32)),
     (["report", "RUNS", "--out", "OUT"], "--examples", "-1"),
     ([*GENERATE, "--sizes", "3"], "--count", "0"),
     ([*GENERATE, "--count", "3"], "--sizes", "1"),
@@ -72,7 +78,7 @@ BAD_OPTIONS = [
 
 
 def _concrete(argv: list[str], tmp_path: Path) -> list[str]:
-    names = {"DATA": "data", "OUT": "out", "MODEL": "model", "RUNS": "runs"}
+    names = {"DATA": "data", "OUT": "out", "MODEL": "model", "RUNS": "runs", "MAPS": "maps.jsonl"}
     return [str(tmp_path / names[a]) if a in names else a for a in argv]
 
 
@@ -97,6 +103,8 @@ HUGE_OPTIONS = [
     (TRAIN, "--lora-r", str(10**9)),
     (TRAIN, "--max-length", str(2**31)),
     (TRAIN, "--epochs", "1e300"),
+    (GRPO, "--num-generations", str(10**5)),
+    (GRPO, "--max-completion-length", str(2**21)),
     (PREDICT, "--batch-size", HUGE),
     (PREDICT, "--max-new-tokens", str(2**31)),
     (PREDICT, "--max-new-tokens", HUGE),
@@ -263,6 +271,19 @@ def test_a_number_no_machine_can_honour_in_a_study_names_file_line_and_key(
     assert main(["run", str(path), "--workdir", str(workdir)]) == 2
     err = capsys.readouterr().err
     assert str(path) + message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not workdir.exists()
+
+
+def test_train_jobs_no_machine_can_run_at_once_names_file_line_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text("train_jobs: 100000\n" + STUDY.format(count=4, train="", predict=""))
+    workdir = tmp_path / "work"
+    assert main(["run", str(path), "--workdir", str(workdir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: train_jobs: must be at most 1024" in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not workdir.exists()
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from lakeshift.config import number_type
 from lakeshift.errors import LakeshiftError
 from lakeshift.io import jsonl_files, printable
 from lakeshift.scoring import COMPAT_MODES
@@ -42,7 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--maps", required=True, type=Path)
     p.add_argument("--policy", required=True, choices=("oracle", "greedy", "random"))
     p.add_argument("--out", type=Path, help="predictions JSONL to write")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
+    p.add_argument(
+        "--seed",
+        type=number_type("seed"),
+        default=0,
+        help="seed of the random policy (0 .. 2**32 - 1, default 0)",
+    )
     p.add_argument("--cot", help="oracle only: write the reference completion of this CoT format")
     p.set_defaults(handler=cmd_baseline)
 

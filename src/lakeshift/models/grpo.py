@@ -80,10 +80,10 @@ class GrpoOptions(RunOptions):
         study=True,
     )
     num_generations: int = option(
-        8, rule="positive_int", help="completions sampled per prompt (>= 2, default 8)", study=True
+        8, rule="generations", help="completions sampled per prompt (2 .. 65536, default 8)", study=True
     )
     max_completion_length: int | None = option(
-        rule="positive_int",
+        rule="tokens",
         help="tokens per completion (default: 1.25 x the longest reference completion + 16)",
         study=True,
     )

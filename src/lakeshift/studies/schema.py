@@ -49,7 +49,7 @@ class StudyConfig:
     budget_minutes: float | None = option(
         rule="positive_float", help="refuse a plan estimated to take longer", study=True
     )
-    train_jobs: int = option(1, rule="positive_int", help="SFT training stages run at once", study=True)
+    train_jobs: int = option(1, rule="workers", help="SFT training stages run at once", study=True)
 
 
 #: The top-level keys of a study config.

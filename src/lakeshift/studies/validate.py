@@ -242,9 +242,8 @@ def init_of(
 
 
 def _check_grpo_train(cfg: SourcedConfig, tcfg: Mapping[str, Any], cot: str, where: str) -> None:
-    """What GRPO needs beyond each option's own rule: two completions per prompt, rewards that parse."""
-    if tcfg.get("num_generations") is not None and tcfg["num_generations"] < 2:
-        raise cfg.error(f"{where}.num_generations", "GRPO needs at least 2 completions per prompt")
+    """What GRPO needs beyond each option's own rule (``num_generations``' rule asks for two completions
+    per prompt, at least): rewards that parse."""
     if tcfg.get("reward") is not None:
         from lakeshift.models.rewards import parse_rewards
 
