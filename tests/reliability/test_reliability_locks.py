@@ -1,6 +1,8 @@
 """One writer per output. A second ``predict``, ``generate``, ``train`` or ``run`` on an
 output another process is writing is refused with a clear line (exit 2) naming the holder's pid; the lock is
-an ``fcntl.flock`` (``lakeshift.io.output_lock``), so a run killed with SIGKILL never leaves it stuck.
+an ``fcntl.flock`` (``lakeshift.io.output_lock``), so a run killed with SIGKILL never leaves it stuck. Every
+command that writes (``score --out``, ``baseline --out`` and ``export`` too) refuses an output inside a study
+workdir that a running ``lakeshift run`` holds.
 
 Real processes throughout: a holder process takes the lock as a writer does, and two real ``lakeshift
 predict`` processes race on one file against a slow local OpenAI-compatible server.
@@ -180,6 +182,9 @@ def test_writers_into_a_study_workdir_that_a_run_holds_are_refused(
     data: Path, tmp_path: Path, slow_server
 ) -> None:
     work = tmp_path / "work"
+    maps, oracle = data / "id-test" / "maps.jsonl", tmp_path / "oracle.jsonl"
+    code, err = quiet_main(["baseline", "--maps", maps, "--policy", "oracle", "--out", oracle])
+    assert code == 0, err
     inside = {
         "generate": [
             *("generate", "--suite", "tiny", "--out", work / "data", "--force", "--seed", "7"),
@@ -191,6 +196,9 @@ def test_writers_into_a_study_workdir_that_a_run_holds_are_refused(
         ],
         "predict": predict_argv(data, slow_server.url, work / "predictions" / "f" / "id-test.jsonl"),
         "report": ["report", tmp_path / "runs", "--data", data, "--out", work / "report"],
+        "score": ["score", "--maps", maps, "--predictions", oracle, "--out", work / "scored" / "f.jsonl"],
+        "export": ["export", data / "id-test", "--out", work / "id-test.parquet"],
+        "baseline": ["baseline", "--maps", maps, "--policy", "random", "--out", work / "random.jsonl"],
     }
     with holder(work) as proc:  # a study's run writing its workdir
         for name, argv in inside.items():
@@ -198,10 +206,13 @@ def test_writers_into_a_study_workdir_that_a_run_holds_are_refused(
             line = one_error_line(code, err, f"lies inside {work.resolve()}", f"(pid {proc.pid})")
             assert line.startswith(f"lakeshift {name}: error: "), line
     assert not work.exists()
-    # Beside the workdir, and once the run is gone, the same generate writes.
-    code, err = quiet_main(inside["generate"])
-    assert code == 0, err
+    # Beside the workdir, and once the run is gone, the same generate, score and baseline write.
+    for name in ("generate", "score", "baseline"):
+        code, err = quiet_main(inside[name])
+        assert code == 0, (name, err)
     assert (work / "data" / "suite.json").is_file()
+    assert len((work / "scored" / "f.jsonl").read_text().splitlines()) == len(maps.read_text().splitlines())
+    assert (work / "random.jsonl").is_file()
 
 
 @pytest.mark.slow

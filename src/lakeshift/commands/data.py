@@ -490,8 +490,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     import shutil
 
     from lakeshift.data.maps import load_maps
-    from lakeshift.io import check_output, is_parquet, read_jsonl, writing
+    from lakeshift.io import check_output, is_parquet, read_jsonl, refuse_inside_locked, writing
 
+    refuse_inside_locked(args.out, "lakeshift export")  # a study's workdir while its run writes it
     split_dir: Path = args.split_dir
     is_split = (split_dir / "maps.jsonl").is_file()
     if args.format is None:

@@ -82,6 +82,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     paths = predictions_paths(args.predictions)
     if args.out:
+        from lakeshift.io import refuse_inside_locked
+
+        refuse_inside_locked(args.out, "lakeshift score")  # a study's workdir while its run writes it
         # Scored records start with id and verdict: anything else at --out is not ours to replace.
         check_output(
             args.out,
@@ -182,8 +185,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if args.cot and args.policy != "oracle":
         raise LakeshiftError("--cot is only meaningful with --policy oracle")
     if args.out:
-        from lakeshift.io import check_output, jsonl_has_fields
+        from lakeshift.io import check_output, jsonl_has_fields, refuse_inside_locked
 
+        refuse_inside_locked(args.out, "lakeshift baseline")  # a study's workdir while its run writes it
         check_output(
             args.out,
             inputs=(args.maps,),
