@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -288,9 +289,25 @@ def test_a_prompt_the_server_will_not_answer_is_recorded_as_no_answer_and_the_ru
         )
         == 0
     )
-    verdicts = {r["id"]: r["verdict"] for r in map(json.loads, scored.read_text().splitlines())}
-    assert {verdicts[mid] for mid in refused} == {"no_answer"}
-    assert all(verdicts[mid] == "success" for mid in rows if mid not in refused)
+    records = {r["id"]: r for r in map(json.loads, scored.read_text().splitlines())}
+    assert {records[mid]["verdict"] for mid in refused} == {"no_answer"}
+    assert all(records[mid]["verdict"] == "success" for mid in rows if mid not in refused)
+    # The server's reason is the scored detail, not an extraction's "no \boxed{}" of an empty output ...
+    for mid, row in refused.items():
+        assert records[mid]["detail"] == f"the server gave no answer: {row['error']}"
+    # ... and the report's failure browser shows it beside the (empty) output.
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    (runs / "fake").mkdir(parents=True)
+    (runs / "fake" / "id-test.jsonl").write_text(out.read_text())
+    argv = ["report", str(runs), "--data", str(data), "--out", str(report), "--no-baselines"]
+    assert main(argv) == 0
+    html = (report / "report.html").read_text(encoding="utf-8")
+    blob = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S)
+    assert blob is not None
+    shown = {e["id"]: e for e in json.loads(blob.group(1))["examples"]}
+    assert set(refused) <= set(shown)
+    for mid, row in refused.items():
+        assert shown[mid]["output"] == "" and row["error"] in shown[mid]["detail"]
 
 
 def _sft_lines(data) -> list[str]:

@@ -309,6 +309,34 @@ def test_bad_prediction_records_warn_with_file_and_line(tmp_path: Path, small: t
             read_predictions(strict_path, maps, strict=True)
 
 
+def test_a_refused_prompt_is_no_answer_with_the_server_s_reason(
+    tmp_path: Path, small: tuple[Path, dict]
+) -> None:
+    _, maps = small
+    ids = list(maps)
+    path = write_jsonl(
+        tmp_path / "preds.jsonl",
+        [
+            {"id": ids[0], "output": "", "error": "HTTP 400: content_filter"},
+            # Text is scored whatever the error says; a blank error is no reason.
+            {"id": ids[1], "output": "\\boxed{UP}", "error": "retried once"},
+            {"id": ids[2], "output": "", "error": "  "},
+            {"id": ids[3], "output": "", "error": ["not", "text"]},
+        ],
+    )
+    pf = read_predictions(path, maps)
+    assert any("field 'error' has the wrong type" in w for w in pf.warnings)
+    recs = {r.id: r for r in score_predictions(maps, pf)}
+    assert (recs[ids[0]].verdict, recs[ids[0]].detail) == (
+        "no_answer",
+        "the server gave no answer: HTTP 400: content_filter",
+    )
+    assert recs[ids[1]].verdict != "no_answer"
+    assert recs[ids[1]].detail is None or "server" not in recs[ids[1]].detail
+    for mid in ids[2:4]:
+        assert recs[mid].verdict == "no_answer" and "server" not in (recs[mid].detail or "")
+
+
 def test_maps_file_errors(tmp_path: Path) -> None:
     with pytest.raises(LakeshiftError, match="no such file"):
         load_scoring_maps(tmp_path / "absent.jsonl")

@@ -88,6 +88,7 @@ _META_CHECKS: dict[str, Any] = {
     "samples": _samples,
     "n_samples": _count,
     "decoding": lambda v: isinstance(v, Mapping),
+    "error": lambda v: isinstance(v, str),
 }
 
 
@@ -276,9 +277,10 @@ def score_predictions(
         A :class:`ScoredRecord` per map (``ScoredRecord.to_json()`` is the row a scored file holds): the
         :class:`Verdict` of :func:`judge`, the map's ``split``, ``size``, ``d_inf``, ``optimal_length``, the
         prediction's metadata (:data:`META_FIELDS`), its ``decoding`` (:func:`decoding_label`),
-        ``n_output_chars`` and ``compat``; when the file has repeated samples, every record also has the
-        :class:`SampleScore` of :func:`score_samples` (a record without ``samples`` counts its ``output`` as
-        its one sample).
+        ``n_output_chars`` and ``compat``; a prompt the server would not answer is ``no_answer`` with its
+        ``error`` as the detail (:func:`refusal`); when the file has repeated samples, every record also
+        has the :class:`SampleScore` of :func:`score_samples` (a record without ``samples`` counts its
+        ``output`` as its one sample).
     """
     defaults = dict(defaults or {})
     # A map without a prediction belongs to the run all the others do: the model and formats they agree
@@ -313,6 +315,9 @@ def score_predictions(
                     # A row short of its samples is scored over those present and says so.
                     short = asked if isinstance(asked, int) and asked > len(outputs) else None
                     samples = SampleScore(**score_samples(sm, outputs, compat), n_samples_asked=short)
+            refused = refusal(pred)
+            if refused is not None:  # no text to score: the reason is the detail
+                verdict = judge(sm, refused)
         r = sm.record
         # Run metadata given as null stays in the row as null (ScoredRecord.extra).
         run = {k: meta[k] for k in ("model", "input_format", "cot_format", "policy") if k in meta}
@@ -332,6 +337,18 @@ def score_predictions(
             **{k: v for k, v in run.items() if v is not None},
             extra={k: v for k, v in run.items() if v is None},
         )
+
+
+def refusal(pred: Prediction) -> Extraction | None:
+    """The ``no_answer`` of a prompt the server would not answer: a row with an ``error`` (why, as the
+    ``openai`` backend records it) and no output text, its detail that reason; ``None`` for any other row
+    (an output with text is scored, whatever its ``error``; a duplicate id stays ambiguous)."""
+    error = (pred.meta or {}).get("error")
+    if not isinstance(error, str) or not error.strip() or (pred.output or "").strip():
+        return None
+    if (pred.meta or {}).get("duplicate"):
+        return None
+    return Extraction((), "no_answer", f"the server gave no answer: {error.strip()}")
 
 
 def _shared_meta(preds: PredictionsFile) -> dict[str, Any]:
