@@ -519,7 +519,7 @@ def test_a_workdir_holding_someone_elses_data_is_not_replaced(tmp_path: Path) ->
         ),
         (
             ("model: micro", "model: micro-cells, cells: {grids: bogus}"),
-            ":8: train.cells.grids: expected one of first, every, next, got 'bogus'",
+            ":8: train.cells.grids: expected one of first, every, next, coupled, got 'bogus'",
         ),
         (("max_steps: 2", "max_steps: 2, cells: {grids: every}"), "--cells: needs a cells model"),
         (("model: micro", "model: no-such-model"), ":8: train.model: --model no-such-model: unknown model"),
