@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,49 @@ def test_an_lmms_eval_samples_file_reports_its_logged_maps(
     (row,) = [r for r in csv.DictReader((out / "by_split.csv").open())]
     assert (row["model"], row["input_format"], row["split"]) == ("tiny-vl", "grid", "id-test")
     assert int(row["n"]) == 3 and int(row["success"]) == 2
+
+
+def documented_report_commands() -> dict[str, list[str]]:
+    """The ``lakeshift report`` command lines of docs/harnesses.md's "Back to lakeshift's report", by the
+    harness their comment names."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "harnesses.md").read_text(encoding="utf-8")
+    section = page.split("\n## Back to lakeshift's report\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands, harness = {}, ""
+    for line in block.splitlines():
+        if line.startswith("# "):
+            harness = line[2:].split(" ", 1)[0]
+        elif line.startswith("lakeshift report "):
+            commands[harness] = shlex.split(line)[1:]
+    return commands
+
+
+def test_the_harness_page_s_report_commands_report_the_logs_where_the_harnesses_write_them(
+    inspect_log: tuple[Path, list],
+    data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    from lakeshift.integrations.lmms_eval import score_record
+
+    commands = documented_report_commands()
+    assert set(commands) == {"inspect", "lmms-eval"}
+    monkeypatch.chdir(tmp_path)
+    path, samples = inspect_log
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / path.name).write_bytes(path.read_bytes())  # inspect's default log folder
+    doc = maps_of(data)[0]
+    write_jsonl(
+        tmp_path / "results" / "tiny-vl" / "20261205_0101_samples_frozenlake_id-test_grid.jsonl",
+        [{"doc_id": 0, "resps": [["\\boxed{}"]], "accuracy": score_record(doc, "\\boxed{}")}],
+    )
+    for harness, model, n in (("inspect", "mockllm/model", len(samples)), ("lmms-eval", "tiny-vl", 1)):
+        argv = [str(data) if a == "DATA" else a for a in commands[harness]]
+        assert main([*argv, "--no-baselines"]) == 0, capsys.readouterr().err
+        (row,) = list(csv.DictReader((tmp_path / "report" / "by_split.csv").open()))
+        assert (row["model"], int(row["n"])) == (model, n), harness
+        assert (tmp_path / "report" / "report.html").is_file()
 
 
 @pytest.mark.slow
