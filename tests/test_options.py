@@ -52,6 +52,7 @@ BAD_NUMBERS = {
     "map_size": [1, 2.5, "x", 10**6],
     "seed": [-1, 2**32],
     "batch_size": [0, 10**30],
+    "generations": [1, 65537, 10**30],
     "tokens": [0, 2**31, 10**30],
     "samples": [0, 10**12],
     "lora_rank": [0, 10**9],
