@@ -61,7 +61,7 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
     from lakeshift.models.cells import CellWalker
 
     ids, answer_start = conversation_ids(record, tokenizer)
-    rows, cols, _, frames = CellWalker(rule).feed(ids)
+    rows, cols, _, frames, _ = CellWalker(rule).feed(ids)
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([ids])).logits[0]
     guess = logits.argmax(-1).tolist()

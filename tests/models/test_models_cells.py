@@ -238,7 +238,7 @@ def test_switching_the_player_flag_or_the_order_on_keeps_the_model_s_logits(opti
         before = model(ids).logits
         set_spec(model, spec_of(model).replace({option: True}))
         after = model(ids).logits
-    rows, _, flags, _ = model.model.embed_tokens.indices(ids)
+    rows, _, flags, *_ = model.model.embed_tokens.indices(ids)
     assert int((flags if option == "player" else rows).sum()) > 0  # what the option reads
     assert model.config.cells[option] is True
     assert getattr(model.model.embed_tokens, option) is not None
@@ -661,7 +661,7 @@ def test_redrawn_tables_get_their_cells_with_every_and_the_next_cell_with_next(t
     assert [(r, c) for r, c, _ in _tables_read(ids, every, every_tables)] == one_map * (1 + len(path))
     assert len(_tables_read(ids, cell_positions(ids, _table_tables(tokenizer)), every_tables)) == len(one_map)
     next_tables = _table_tables(tokenizer, "next", "trace", player=True)
-    rows, cols, flags, _ = CellWalker(next_tables).feed(ids)
+    rows, cols, flags, *_ = CellWalker(next_tables).feed(ids)
     pairs, nexts = list(zip(*every, strict=True)), list(zip(rows, cols, strict=True))
     cells = [i for i, tok in enumerate(ids) if tok in every_tables.table_cells]
     for i in cells[len(one_map) :]:
@@ -789,6 +789,7 @@ def _cells_model(
             model.model.embed_tokens.order.weight.normal_(0, 1.0)
         if grids == "coupled":
             model.model.embed_tokens.frame.weight[1:].normal_(0, 1.0)
+            model.model.embed_tokens.edge.weight[1:].normal_(0, 1.0)
     return model.eval(), tokenizer
 
 
@@ -934,13 +935,15 @@ def test_with_coupled_each_map_token_gets_the_cell_of_the_token_after_it_and_the
     prompt's, then 2, 3, ...); a row's last cell carries (r, W + 1), the newline after it (the last
     row's may end the turn instead), and that newline (r + 1, 1). Each map has exactly one token per
     cell and per newline cell. In the wave, the cell a token predicts shows the
-    frame's symbol there."""
+    frame's symbol there. The row's last cell is marked a row end (the prompt's first row's is not) and the
+    newline after a redrawn map's last row a map end; no other token is marked."""
+    from lakeshift.models.cells.positions import MAP_END, ROW_END
     from lakeshift.models.cells import CellWalker
     from lakeshift.traces.wave import base_frame, wave_frames
 
     ids = _conversation_ids(tokenizer, m, "grid", cot)
     own_rows, own_cols = cell_positions(ids, _rule(tokenizer, "every"))
-    rows, cols, _, numbers = CellWalker(_rule(tokenizer, "coupled")).feed(ids)
+    rows, cols, _, numbers, edges = CellWalker(_rule(tokenizer, "coupled")).feed(ids)
     n, newline = m.size, tokenizer.convert_tokens_to_ids("\n")
     drawn = [base_frame(m), *wave_frames(m)] if cot == "wave" else None
     maps = sorted(set(numbers) - {0})
@@ -962,6 +965,11 @@ def test_with_coupled_each_map_token_gets_the_cell_of_the_token_after_it_and_the
             else:
                 assert (own_rows[i], own_cols[i]) == (r, n)
                 assert ids[i + 1] == newline or r == n  # (the last row may end the turn)
+    ends = {(numbers[i], rows[i]) for i, e in enumerate(edges) if e == ROW_END}
+    assert all(cols[i] == n + 1 for i, e in enumerate(edges) if e == ROW_END)
+    assert ends == {(k, r) for k in maps for r in range(1, n + 1)} - {(1, 1)}
+    assert [numbers[i] for i, e in enumerate(edges) if e == MAP_END] == maps[1:]
+    assert all(rows[i] == n + 1 and ids[i] == newline for i, e in enumerate(edges) if e == MAP_END)
 
 
 def test_random_shifts_reach_the_largest_map_numbers() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.cells.positions import MAX_CELL, MAX_FRAME, CellWalker, PositionRule
+from lakeshift.models.cells.positions import EDGES, MAX_CELL, MAX_FRAME, CellWalker, PositionRule
 from lakeshift.models.cells.spec import CellSpec
 from lakeshift.models.cells.vocab import CellVocab
 
@@ -74,6 +74,7 @@ def set_spec(model: Any, spec: CellSpec) -> None:
             spec.grids == "coupled",
             lambda: torch.nn.Embedding(MAX_FRAME, hidden, padding_idx=0, **where),
         ),
+        "edge": (spec.grids == "coupled", lambda: torch.nn.Embedding(EDGES, hidden, padding_idx=0, **where)),
     }
     for name, (on, make) in parts.items():
         if on and getattr(embedding, name) is None:
@@ -103,7 +104,7 @@ def register() -> tuple[type, type]:
     from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
     def stacked(indices: Sequence[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
-        """Per-sequence ``(rows, cols, flags, map numbers)`` as batch tensors."""
+        """Per-sequence ``(rows, cols, flags, map numbers, edges)`` as batch tensors."""
         return tuple(torch.tensor(list(column), device=device) for column in zip(*indices, strict=True))
 
     class CellsConfig(Qwen2Config):
@@ -133,7 +134,8 @@ def register() -> tuple[type, type]:
 
     class CellEmbedding(nn.Embedding):
         """Token embedding plus the row and column embeddings of the position rule (and, with ``player``,
-        its player flag's; with ``order``, the ordered part; with ``grids: coupled``, the map number's)."""
+        its player flag's; with ``order``, the ordered part; with ``grids: coupled``, the map number's and the
+        edge's)."""
 
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
@@ -144,6 +146,7 @@ def register() -> tuple[type, type]:
             self.order = nn.Linear(2, config.hidden_size, bias=False) if spec.order else None
             coupled = spec.grids == "coupled"
             self.frame = nn.Embedding(MAX_FRAME, config.hidden_size, padding_idx=0) if coupled else None
+            self.edge = nn.Embedding(EDGES, config.hidden_size, padding_idx=0) if coupled else None
             self.configure(spec, CellVocab.from_config(config.cell_vocab))
             self._offsets: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -171,7 +174,8 @@ def register() -> tuple[type, type]:
             return self._tensors[key]
 
         def indices(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            """Rows, columns, player flags and map numbers of a batch (:class:`CellWalker` per sequence)."""
+            """Rows, columns, player flags, map numbers and edges of a batch (:class:`CellWalker` per
+            sequence)."""
             walked = [CellWalker(self.rule).feed(seq) for seq in input_ids.tolist()]
             return stacked(walked, input_ids.device)
 
@@ -179,8 +183,8 @@ def register() -> tuple[type, type]:
             self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, ...] | None = None
         ) -> torch.Tensor:
             rows, cols, *more = self.indices(input_ids) if cells is None else cells
-            # (the player flags and map numbers, zero where a caller passes rows and columns only)
-            flags, frames = (*more, torch.zeros_like(rows), torch.zeros_like(rows))[:2]
+            # (the player flags, map numbers and edges, zero where a caller passes rows and columns only)
+            flags, frames, edges = (*more, *(torch.zeros_like(rows),) * 3)[:3]
             self._offsets = None
             # (not under no_grad: GRPO samples with the model in training mode, one token per pass)
             if self.shift and self.training and torch.is_grad_enabled():
@@ -201,7 +205,9 @@ def register() -> tuple[type, type]:
             embedded = super().forward(input_ids) + self.cell_vectors(rows, cols)
             if self.player is not None:
                 embedded = embedded + self.player(flags)
-            return embedded + self.frame(frames) if self.frame is not None else embedded
+            if self.frame is not None:
+                embedded = embedded + self.frame(frames)
+            return embedded + self.edge(edges) if self.edge is not None else embedded
 
         def cell_vectors(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
             """The vectors of cells (0: none) at ``rows`` and ``cols``: their lookup embeddings and, with

@@ -28,6 +28,13 @@ token ids of a :class:`CellVocab`:
   walks too, on from the trace's previous stated move, and ``\boxed{`` walks again from the start;
 - ``player``: the token of a redrawn map (under ``next``) that predicts the cell the stated moves reached
   gets flag 1;
+- ``grids: coupled``: every map (the prompt's and each one the assistant's turn draws) gets its number
+  (1: the prompt's), and each of its tokens the cell of the token after it: the header line (1, 1), a cell
+  the next cell of its row (the row's last (r, W + 1)), a newline the first cell of the next row (the last
+  row's (H + 1, 1)). Where a map ends is marked by size, not by a row or column number, so it does not
+  depend on the sizes trained: once the prompt's map gives the width, the token before a row's newline
+  gets edge :data:`ROW_END` (the prompt's first row none: its width is not known yet), and once it gives
+  the height, the newline after a redrawn map's last row gets :data:`MAP_END`;
 - every other token gets 0, whose embedding is zero.
 
 The rule is causal: a token's row and column depend only on it and the tokens before it, so generation (which
@@ -53,8 +60,12 @@ from lakeshift.models.cells.vocab import Cell, CellVocab
 MAX_CELL = 31
 #: Map numbers 1..127 (``grids: coupled``: the prompt's map and the maps a trace redraws); 0 = none.
 MAX_FRAME = 128
-#: What the rule gives each token: its row, column, player flag and map number.
-CHANNELS = 4
+#: ``grids: coupled``: the token before a row's newline (the row's last cell) and the newline after a map's
+#: last row; 0 = neither (:data:`EDGES` values).
+ROW_END, MAP_END = 1, 2
+EDGES = 3
+#: What the rule gives each token: its row, column, player flag, map number and edge.
+CHANNELS = 5
 
 
 @dataclass(frozen=True)
@@ -127,7 +138,7 @@ def cell_positions(ids: list[int], rule: PositionRule) -> tuple[list[int], list[
 
 class CellWalker:
     """The rule of the module doc fed a sequence piece by piece (generation: the prompt, then a token per
-    step): each token's row, column, player flag and map number (:data:`CHANNELS`).
+    step): each token's row, column, player flag, map number and edge (:data:`CHANNELS`).
 
     Each piece gets exactly what the whole sequence gives it: the rule is causal (a token's indices depend
     on it and the tokens before it only), so the walker keeps the state after the last token and reads on.
@@ -165,14 +176,16 @@ class _Walk:
     wave_header: bool = False  # a ``Wave`` word read since the last grid started: its newline opens one
     map_number: int = 0  # ``coupled``: the number of the map read last (1: the prompt's)
     mapped: bool = False  # ``coupled``: the token read last got its cell from a map (and its number)
+    edge: int = 0  # ``coupled``: the edge of the token read last
 
-    def step(self, tok: int, rule: PositionRule) -> tuple[int, int, int, int]:
-        """Reads ``tok`` and returns its row, column, player flag and map number."""
+    def step(self, tok: int, rule: PositionRule) -> tuple[int, int, int, int, int]:
+        """Reads ``tok`` and returns its row, column, player flag, map number and edge."""
         self.predicts = self.mapped = False
+        self.edge = 0
         cell = self._step(tok, rule)
         flag = int(rule.player and self.stated and self.predicts and cell == self.here)
         number = self.map_number if self.mapped and cell != (0, 0) and self.map_number < MAX_FRAME else 0
-        return *cell, flag, number
+        return *cell, flag, number, self.edge if number else 0
 
     def _step(self, tok: int, rule: PositionRule) -> tuple[int, int]:
         header, answer, announce = rule.header, rule.answer, rule.announce
@@ -233,6 +246,7 @@ class _Walk:
             self.col = 0
             if rule.coupled and self.row + 1 < MAX_CELL:
                 self.predicts = self.mapped = True
+                self.edge = MAP_END if self.row == self.height else 0
                 return self.row + 1, 1  # ``coupled``: the first cell of the next row ((H + 1, 1): none)
             if rule.next and self.redrawn and self.row < self.height:
                 self.predicts = True
@@ -252,6 +266,8 @@ class _Walk:
                 self.start = self.here = (self.row, self.col)
         if rule.coupled:  # the cell the next token is: the row's last predicts its newline, (r, W + 1)
             self.predicts = self.mapped = True
+            sized = self.height or self.row > 1  # (the prompt's first row is its width)
+            self.edge = ROW_END if sized and self.col == self.width else 0
             return (self.row, self.col + 1) if self.col + 1 < MAX_CELL else (0, 0)
         if rule.next and self.redrawn:  # the cell this one predicts; the row's last predicts a newline
             self.predicts = True
