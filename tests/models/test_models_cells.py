@@ -937,8 +937,8 @@ def test_with_coupled_each_map_token_gets_the_cell_of_the_token_after_it_and_the
     cell and per newline cell. In the wave, the cell a token predicts shows the
     frame's symbol there. The row's last cell is marked a row end (the prompt's first row's is not) and the
     newline after a redrawn map's last row a map end; no other token is marked."""
-    from lakeshift.models.cells.positions import MAP_END, ROW_END
     from lakeshift.models.cells import CellWalker
+    from lakeshift.models.cells.positions import MAP_END, ROW_END
     from lakeshift.traces.wave import base_frame, wave_frames
 
     ids = _conversation_ids(tokenizer, m, "grid", cot)
