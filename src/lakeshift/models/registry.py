@@ -131,9 +131,6 @@ VISION_SIZES: dict[str, VisionSize] = {
     ),
 }
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, *VISION_SIZES, *BASE_MODELS)
-# Tiny-VL images are resized to at most this many pixels (the 7B model keeps Qwen's own limits).
-TINY_VL_MAX_PIXELS = VISION_SIZES[TINY_VL].max_pixels
-TINY_VL_HIDDEN = VISION_SIZES[TINY_VL].text["hidden"]
 #: The ``config.json`` key of a vision model whose map images lakeshift resizes per cell
 #: (:attr:`VisionSize.cell_pixels`).
 CELL_PIXELS_KEY = "map_cell_pixels"
