@@ -59,9 +59,10 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
     import torch
 
     from lakeshift.models.cells import CellWalker
+    from lakeshift.models.cells.positions import MAP_END, ROW_END
 
     ids, answer_start = conversation_ids(record, tokenizer)
-    rows, cols, _, frames, _ = CellWalker(rule).feed(ids)
+    rows, cols, _, frames, edges = CellWalker(rule).feed(ids)
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([ids])).logits[0]
     guess = logits.argmax(-1).tolist()
@@ -90,9 +91,9 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
         group.add("frames", ok)
     group.add("traces", all(frame_ok.values()))
     for i in range(answer_start, len(ids) - 1):
-        if frames[i] >= 2 and rows[i] == size + 1:  # the newline after a frame's last row
+        if edges[i] == MAP_END:  # the newline after a frame's last row
             group.add("stop", guess[i] == ids[i + 1])
-        elif frames[i] >= 2 and cols[i] == size + 1:  # a row's last cell, before its newline
+        elif edges[i] == ROW_END and frames[i] >= 2:  # a row's last cell, before its newline
             group.add("row ends", guess[i] == ids[i + 1])
 
 
