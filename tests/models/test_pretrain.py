@@ -72,6 +72,78 @@ def test_a_record_is_the_map_only_prompt_plus_a_question_and_is_reproducible_alo
     assert ("\\boxed{" in assistant) == (a["task"] == "moves")
 
 
+def test_an_image_record_shows_its_map_as_an_image_block_and_asks_in_text() -> None:
+    rec = {"id": "m7", "rows": ["SFH", "FHF", "FFG"]}
+    drawn = [corpus_record(rec, i, seed=3, tasks=pretrain.TASKS, inputs=["image"]) for i in range(40)]
+    assert drawn[5] == corpus_record(rec, 5, seed=3, tasks=pretrain.TASKS, inputs=["image"])
+    for a in drawn:
+        system, user, assistant = (msg["content"] for msg in a["messages"])
+        assert a["input_format"] == a["map_format"] == "image" and a["images"] == ["images/m7.png"]
+        # every content a list of blocks, as generate's image records (an Arrow column cannot mix them)
+        assert system == [{"type": "text", "text": pretrain.SYSTEM_PROMPT}] and len(assistant) == 1
+        assert user[0] == {"type": "image"}
+        question = {"walk": "\nWalk: ", "moves": "\nPath: "}.get(a["task"])
+        if question is None:  # a trace: the map alone, as the map-only prompt gives it, or A*'s target
+            assert user[1:] == [] if a["trace"] != "astar" else user[1]["text"].startswith("\nTarget: ")
+        else:
+            assert user[1]["text"].startswith(question)
+    assert {a["task"] for a in drawn} == set(pretrain.TASKS)
+
+
+def test_an_image_corpus_renders_the_map_each_example_shows(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from lakeshift.formats.image import render_rgb
+
+    spec = pretrain.corpus_spec({3: 6, 4: 6}, 0.2)
+    counts = pretrain.write_corpus(
+        tmp_path, spec, 3, tasks=("trace",), traces=("grid",), walks_end_at_goal=True, inputs=("image",)
+    )
+    split = tmp_path / "pretrain"
+    lines = (split / "sft" / "image__maptasks.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert counts["examples"] == len(records) == 12
+    moved = 0
+    for rec in records:
+        (image,) = rec["images"]
+        # the map the trace's first redrawn grid shows, with the goal where the walk ends
+        rows = rec["messages"][2]["content"][0]["text"].split("Grid:\n")[1].split("\n")
+        goal = next((r, row.split("  ").index("G")) for r, row in enumerate(rows) if "G" in row.split("  "))
+        maps = {m["id"]: m for m in (json.loads(line) for line in (split / "maps.jsonl").open())}
+        drawn = FrozenLakeMap.from_rows(maps[rec["id"]]["rows"])
+        shown = dataclasses.replace(drawn, goal=goal) if goal != drawn.goal else drawn
+        moved += shown is not drawn
+        with Image.open(split / image) as png:
+            assert (png.convert("RGB").tobytes()) == Image.fromarray(render_rgb(shown)).tobytes()
+    assert moved  # a walk ended at a moved goal: its image is not the drawn map's
+
+
+def test_a_text_model_is_refused_an_image_corpus_in_one_line(tmp_path: Path, capsys) -> None:
+    config = _config(tmp_path, GOOD.replace("seed: 2", "inputs: [image]"))
+    assert main(["pretrain", str(config), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "corpus.inputs [image]: --model micro is a text-only model" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_pretrain_a_vision_base_on_images_then_fine_tune_it(tmp_path: Path) -> None:
+    from tests.model_fixtures import generate_split
+
+    text = GOOD.replace("seed: 2", "inputs: [image]").replace("model: micro", "model: mini-vl")
+    out = tmp_path / "base"
+    assert main(["pretrain", str(_config(tmp_path, text)), "--out", str(out)]) == 0
+    assert len(list((out / "corpus" / "pretrain" / "images").glob("*.png"))) == 24
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "done" and run["data"]["file"].endswith("image__maptasks.jsonl")
+    data = tmp_path / "data"
+    generate_split(data, "id-train", count=6, train=True, inputs=("image",), images=True)
+    tuned = tmp_path / "tuned"
+    args = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", str(out)]
+    assert main([*args, "--out", str(tuned), "--max-steps", "2", "--prompt", "map-only"]) == 0
+    assert json.loads((tuned / "model" / "config.json").read_text())["map_cell_pixels"] == 28
+
+
 #: The description sentences that compare shortest distances to the goal: planning knowledge.
 _DISTANCE = re.compile(r"leads to a longer path|is just as short|is shorter, but")
 
@@ -281,6 +353,8 @@ GOOD = "corpus:\n  seed: 2\n  maps: {3: 12, 4: 12}\ntrain:\n  model: micro\n  ma
             ":2: corpus.exclude: no/such/data: no maps.jsonl",
         ),
         (GOOD.replace("seed: 2", "exclude: data/test"), ":2: corpus.exclude: expected a list of map files"),
+        (GOOD.replace("seed: 2", "inputs: [grid, image]"), ":2: corpus.inputs: an image corpus shows images"),
+        (GOOD.replace("seed: 2", "inputs: [png]"), ":2: corpus.inputs: unknown name 'png'"),
     ],
 )
 def test_bad_configs_are_one_line_naming_file_line_and_key(tmp_path: Path, text: str, needle: str) -> None:

@@ -52,21 +52,34 @@ def _pretrain(args: argparse.Namespace) -> int:
     from lakeshift.io import check_output, dumps, output_lock, read_json
     from lakeshift.models.pretrain import (
         CORPUS_COT,
-        CORPUS_INPUT,
         CORPUS_SPLIT,
+        corpus_input,
         excluded_maps,
         load_pretrain_config,
         write_corpus,
     )
-    from lakeshift.models.registry import BASE_MODELS, CELL_SIZES, NAMED_SIZES, is_run_folder
+    from lakeshift.models.registry import (
+        BASE_MODELS,
+        CELL_SIZES,
+        NAMED_SIZES,
+        VISION_SIZES,
+        check_modality,
+        is_run_folder,
+        resolve_model,
+    )
 
     config = load_pretrain_config(args.config)
-    sizes = (*NAMED_SIZES, *CELL_SIZES, *BASE_MODELS)
+    sizes = (*NAMED_SIZES, *CELL_SIZES, *VISION_SIZES, *BASE_MODELS)
     if config.train["model"] not in sizes:
         raise LakeshiftError(
             f"{args.config}: train.model {config.train['model']!r}: a base model is a named size or a "
             f"shipped base to continue ({', '.join(sizes)})"
         )
+    input_format = corpus_input(config.inputs)
+    try:
+        check_modality(resolve_model(config.train["model"]), input_format)
+    except LakeshiftError as err:
+        raise LakeshiftError(f"{args.config}: corpus.inputs [image]: {err}") from None
     out = Path(args.out)
     from lakeshift.data import bounds
 
@@ -75,7 +88,9 @@ def _pretrain(args: argparse.Namespace) -> int:
     # larger than a grid x grid+desc one.
     groups = [(g.size, g.count) for g in config.spec.groups]
     largest = ("grid", "grid+desc") if "trace" in config.tasks else ("desc", "none")
-    estimate = bounds.estimate(groups, [largest[0]], [largest[1]], images=False, workers=1)
+    images = input_format == "image"  # its PNGs besides
+    inputs = [largest[0], "image"] if images else [largest[0]]
+    estimate = bounds.estimate(groups, inputs, [largest[1]], images=images, workers=1)
     bounds.check(estimate, out, max_memory_gb=None, max_hours=24.0, where=f"{args.config}: corpus.maps")
     # A pretraining run writes its corpus before its run.json.
     check_output(
@@ -108,6 +123,7 @@ def _pretrain(args: argparse.Namespace) -> int:
                     traces=config.traces,
                     walks_end_at_goal=config.walks_end_at_goal,
                     trace_max_size=config.trace_max_size,
+                    inputs=config.inputs,
                     excluded=excluded_maps(config.exclude)[0],
                     progress=bar.update,
                 )
@@ -123,7 +139,7 @@ def _pretrain(args: argparse.Namespace) -> int:
             **config.train,
             "data": str(data),
             "split": CORPUS_SPLIT,
-            "input_format": CORPUS_INPUT,
+            "input_format": input_format,
             "cot_format": CORPUS_COT,
             "out": str(out),
             "resume": args.resume,

@@ -39,6 +39,12 @@ goal chosen by a search, no test map (its maps come from their own split and see
       user:      <map>
       assistant: Grid:\n.  G  .\nP  X  .\n.  .  X\n...\n\boxed{UP, ...}
 
+A config's ``corpus.inputs`` names the input formats the maps are shown in: by default the text formats
+(:data:`CORPUS_INPUTS`, one drawn per example), or ``[image]`` alone for a base of a vision-language
+model (``mini-vl``): each example's prompt is the PNG of the map it shows (written beside the corpus as
+``generate`` writes a split's images) followed by its question as text, as the ``map-only`` prompt of an
+image-input record gives the map.
+
 A config's ``corpus.trace_max_size`` (e.g. ``{grid: 12}``) writes a CoT format only for maps up to that size;
 larger maps draw among the other formats (a redrawn grid or table grows with the square of the size: a
 walk's grid trace on a 30x30 map is 86,000 characters).
@@ -77,9 +83,12 @@ TRACE_COTS: tuple[str, ...] = tuple(c for c in _ALL_TRACE_COTS if c not in MAP_C
 TASKS: tuple[str, ...] = ("walk", "moves", "trace")
 #: The tasks of a config that names none (the shipped ``mini-cells-base``).
 DEFAULT_TASKS: tuple[str, ...] = ("walk", "moves")
-#: The input formats the corpus renders maps in (the text formats of the study).
+#: The input formats the corpus renders maps in by default (the text formats of the study).
 CORPUS_INPUTS: tuple[str, ...] = ("grid", "table", "desc")
-#: The ``input_format`` / ``cot_format`` names of a corpus record (it mixes formats and has no CoT).
+#: ``corpus.inputs: [image]``: every example shows its map as an image (a vision-language base).
+IMAGE_INPUT = "image"
+#: The ``input_format`` / ``cot_format`` names of a text corpus's records (it mixes formats and has no CoT);
+#: an image corpus's records have ``input_format`` :data:`IMAGE_INPUT`.
 CORPUS_INPUT = "text"
 CORPUS_COT = "maptasks"
 #: The corpus split's folder name inside the corpus data folder.
@@ -200,15 +209,18 @@ def corpus_record(
     walks_end_at_goal: bool = False,
     *,
     trace_max_size: Mapping[str, int] | None = None,
+    inputs: Sequence[str] = CORPUS_INPUTS,
 ) -> dict[str, Any]:
-    """Corpus example ``index``: the map of ``map_record`` in a random text format with a random task of
-    ``tasks`` (a ``trace`` in a random CoT format of ``traces``, less those whose ``trace_max_size`` the map
-    exceeds, its walk ended at a moved goal with ``walks_end_at_goal``).
+    """Corpus example ``index``: the map of ``map_record`` in a random format of ``inputs`` with a random
+    task of ``tasks`` (a ``trace`` in a random CoT format of ``traces``, less those whose ``trace_max_size``
+    the map exceeds, its walk ended at a moved goal with ``walks_end_at_goal``). An image example names its
+    PNG, ``images/<id>.png``, which :func:`write_corpus` renders.
 
     Raises:
         LakeshiftError: the map record is invalid (names its id and field).
     """
-    return _example(map_record, index, seed, tasks, traces, walks_end_at_goal, trace_max_size or {})[1]
+    limits = trace_max_size or {}
+    return _example(map_record, index, seed, tasks, traces, walks_end_at_goal, limits, inputs)[1]
 
 
 def _example(
@@ -219,12 +231,13 @@ def _example(
     traces: Sequence[str],
     walks_end_at_goal: bool,
     trace_max_size: Mapping[str, int],
+    inputs: Sequence[str] = CORPUS_INPUTS,
 ) -> tuple[FrozenLakeMap, dict[str, Any]]:
     """:func:`corpus_record` and the map its prompt shows (the map of ``map_record`` or, for a walk ended
     at the goal, that map with its goal moved)."""
     rng = random.Random(f"lakeshift-pretrain:{seed}:{index}")
     m = map_of(map_record)
-    input_format = rng.choice(CORPUS_INPUTS)
+    input_format = rng.choice(tuple(inputs))
     task = rng.choice(tasks)
     trace: dict[str, str] = {}
     if task == "trace":
@@ -236,23 +249,32 @@ def _example(
         m, question, answer, cot = trace_example(
             m, rng, rng.choice(fitting), walks_end_at_goal=walks_end_at_goal
         )
-        user = formats.render(m, input_format) + question
         trace = {"trace": cot}
     else:
         question, answer = (walk_example if task == "walk" else moves_example)(m, rng)
-        user = formats.render(m, input_format) + "\n" + question
+        question = "\n" + question
+    example_id = str(map_record.get("id", index))
+    if input_format == IMAGE_INPUT:
+        # every content a list of blocks, as an image record of `generate` has (lakeshift.data.records)
+        user: Any = [{"type": "image"}, *([{"type": "text", "text": question}] if question else [])]
+        system: Any = [{"type": "text", "text": SYSTEM_PROMPT}]
+        reply: Any = [{"type": "text", "text": answer}]
+        images = {"images": [f"images/{example_id}.png"]}
+    else:
+        user, system, reply, images = formats.render(m, input_format) + question, SYSTEM_PROMPT, answer, {}
     return m, {
-        "id": str(map_record.get("id", index)),
-        "input_format": CORPUS_INPUT,
+        "id": example_id,
+        "input_format": IMAGE_INPUT if input_format == IMAGE_INPUT else CORPUS_INPUT,
         "cot_format": CORPUS_COT,
         "task": task,
         **trace,
         "map_format": input_format,
         "messages": [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": system},
             {"role": "user", "content": user},
-            {"role": "assistant", "content": answer},
+            {"role": "assistant", "content": reply},
         ],
+        **images,
     }
 
 
@@ -266,16 +288,22 @@ def corpus_records(
     dropped: list[str] | None = None,
     *,
     trace_max_size: Mapping[str, int] | None = None,
+    inputs: Sequence[str] = CORPUS_INPUTS,
+    shown: Callable[[FrozenLakeMap, dict[str, Any]], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The corpus of a list of maps, one example per map, in order, less the examples whose prompt shows a
     map of ``excluded`` (gymnasium rows; a walk ended at the goal moves it, so a drawn map that is not
-    excluded can still show one that is): their ids are appended to ``dropped``."""
+    excluded can still show one that is): their ids are appended to ``dropped``. ``shown`` is called with
+    the map each kept example shows and the example (:func:`write_corpus` renders its image there)."""
+    limits = trace_max_size or {}
     for index, rec in enumerate(map_records):
-        shown, example = _example(rec, index, seed, tasks, traces, walks_end_at_goal, trace_max_size or {})
-        if excluded and tuple(shown.rows) in excluded:
+        m, example = _example(rec, index, seed, tasks, traces, walks_end_at_goal, limits, inputs)
+        if excluded and tuple(m.rows) in excluded:
             if dropped is not None:
                 dropped.append(example["id"])
             continue
+        if shown is not None:
+            shown(m, example)
         yield example
 
 
@@ -322,24 +350,41 @@ def write_corpus(
     traces: Sequence[str] = TRACE_COTS,
     walks_end_at_goal: bool = False,
     trace_max_size: Mapping[str, int] | None = None,
+    inputs: Sequence[str] = CORPUS_INPUTS,
     excluded: Collection[tuple[str, ...]] = frozenset(),
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
-    """Generates the corpus maps and examples into ``data/pretrain/`` (``maps.jsonl`` and
-    ``sft/text__maptasks.jsonl``, the layout ``lakeshift train`` reads). No example shows a map of
-    ``excluded``: a drawn map that is one is drawn again, and an example whose moved goal makes one is
-    left out. Returns the counts: ``maps``, ``examples``, ``redrawn`` and ``dropped``."""
+    """Generates the corpus maps and examples into ``data/pretrain/`` (``maps.jsonl``,
+    ``sft/<input>__maptasks.jsonl`` with :func:`corpus_input`'s name, and for an image corpus each example's
+    PNG in ``images/``: the layout ``lakeshift train`` reads). No example shows a map of ``excluded``: a
+    drawn map that is one is drawn again, and an example whose moved goal makes one is left out. Returns
+    the counts: ``maps``, ``examples``, ``redrawn`` and ``dropped``."""
     maps, stats = generate_split(spec, seed, forbidden=excluded, progress=progress)
     split_dir = data / spec.name
     write_jsonl(split_dir / "maps.jsonl", maps)
-    sft = split_dir / "sft" / f"{CORPUS_INPUT}__{CORPUS_COT}.jsonl"
+    sft = split_dir / "sft" / f"{corpus_input(inputs)}__{CORPUS_COT}.jsonl"
     dropped: list[str] = []
-    examples = write_jsonl(
-        sft,
-        corpus_records(
-            maps, seed, tasks, traces, walks_end_at_goal, excluded, dropped, trace_max_size=trace_max_size
-        ),
+
+    def render(m: FrozenLakeMap, example: dict[str, Any]) -> None:
+        from lakeshift.formats.image import render_png
+
+        for image in example.get("images", ()):
+            (split_dir / image).parent.mkdir(parents=True, exist_ok=True)
+            render_png(m, split_dir / image)
+
+    records = corpus_records(
+        maps,
+        seed,
+        tasks,
+        traces,
+        walks_end_at_goal,
+        excluded,
+        dropped,
+        trace_max_size=trace_max_size,
+        inputs=inputs,
+        shown=render,
     )
+    examples = write_jsonl(sft, records)
     return {
         "maps": len(maps),
         "examples": examples,
@@ -348,10 +393,16 @@ def write_corpus(
     }
 
 
+def corpus_input(inputs: Sequence[str]) -> str:
+    """The ``input_format`` of a corpus shown in ``inputs``: its records' and its SFT file's."""
+    return IMAGE_INPUT if tuple(inputs) == (IMAGE_INPUT,) else CORPUS_INPUT
+
+
 # ----- the config of a base model (``lakeshift pretrain CONFIG``) -------------------------------------------
 #: ``corpus:`` keys of a pretraining config.
 CORPUS_KEYS: tuple[str, ...] = (
     "maps",
+    "inputs",
     "hole_prob",
     "seed",
     "tasks",
@@ -382,12 +433,14 @@ class PretrainConfig:
     trace_max_size: Mapping[str, int] = field(default_factory=dict)
     #: Maps the corpus must not show (:func:`excluded_maps`): the test splits of the models it serves.
     exclude: tuple[str, ...] = ()
+    #: The formats its maps are shown in: text formats, or :data:`IMAGE_INPUT` alone.
+    inputs: tuple[str, ...] = CORPUS_INPUTS
 
     def corpus_key(self) -> dict[str, Any]:
         """What the corpus depends on (a corpus on disk made from another key is stale); the excluded maps
         enter by their files' sha256."""
         groups = [[g.size, g.count, g.hole_prob] for g in self.spec.groups]
-        key = {"groups": groups, "seed": self.seed, "tasks": list(self.tasks), "inputs": list(CORPUS_INPUTS)}
+        key = {"groups": groups, "seed": self.seed, "tasks": list(self.tasks), "inputs": list(self.inputs)}
         if "trace" in self.tasks:
             key["traces"] = list(self.traces)
             # a corpus made before walks_end_at_goal existed keeps its key
@@ -427,6 +480,10 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
         if key not in CORPUS_KEYS:
             raise cfg.error(f"corpus.{key}", f"unknown key (expected {', '.join(CORPUS_KEYS)})")
     tasks = _names(cfg, "corpus.tasks", corpus.get("tasks", list(DEFAULT_TASKS)), TASKS)
+    shown_as = corpus.get("inputs", list(CORPUS_INPUTS))
+    inputs = _names(cfg, "corpus.inputs", shown_as, (*CORPUS_INPUTS, IMAGE_INPUT))
+    if IMAGE_INPUT in inputs and len(inputs) > 1:
+        raise cfg.error("corpus.inputs", "an image corpus shows images only: [image], or text formats")
     traces = _names(cfg, "corpus.traces", corpus.get("traces", list(TRACE_COTS)), TRACE_COTS)
     walks_end_at_goal = corpus.get("walks_end_at_goal", False)
     if not isinstance(walks_end_at_goal, bool):
@@ -478,7 +535,16 @@ def load_pretrain_config(path: str | Path) -> PretrainConfig:
     if not isinstance(name, str) or not name:
         raise cfg.error("name", f"expected a name (a string), got {name!r}")
     return PretrainConfig(
-        name, spec, int(seed), options, tasks, traces, walks_end_at_goal, trace_max_size, tuple(exclude)
+        name,
+        spec,
+        int(seed),
+        options,
+        tasks,
+        traces,
+        walks_end_at_goal,
+        trace_max_size,
+        tuple(exclude),
+        inputs,
     )
 
 
