@@ -135,9 +135,21 @@ def test_mini_vl_trains_its_vision_tower_and_predicts_from_cell_sized_images(tmp
     # Its vision tower starts random, so it trains with the rest (a pretrained model's is frozen).
     assert record["model"]["frozen_vision_params"] == 0
     assert record["model"]["n_trainable_params"] == record["model"]["n_params"]
-    assert record["hparams"]["preset"] == "scratch"
+    assert record["hparams"]["preset"] == "scratch" and record["hparams"]["vision_tower"] == "trained"
     spec = resolve_model(str(run))
     assert spec.vision and spec.cell_pixels == 28 and spec.small
+    # --vision-tower frozen: the encoder and merger keep their weights (here: the run's)
+    import torch
+
+    frozen_run = tmp_path / "frozen"
+    argv = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", str(run)]
+    argv += ["--prompt", "map-only", "--out", str(frozen_run), "--max-steps", "1", "--batch-size", "2"]
+    assert main([*argv, "--vision-tower", "frozen"]) == 0
+    record = json.loads((frozen_run / "run.json").read_text())
+    tower = load_model(spec).model.visual
+    assert record["model"]["frozen_vision_params"] == sum(p.numel() for p in tower.parameters())
+    after = load_model(resolve_model(str(frozen_run))).model.visual.state_dict()
+    assert all(torch.equal(value, after[name]) for name, value in tower.state_dict().items())
     model = load_model(spec)
     assert model.config.text_config.hidden_size == 128 and model.config.text_config.num_hidden_layers == 4
 
@@ -146,3 +158,13 @@ def test_mini_vl_trains_its_vision_tower_and_predicts_from_cell_sized_images(tmp
     assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
     rows = [json.loads(x) for x in preds.read_text().splitlines()]
     assert len(rows) == 2 and all(1 <= r["n_output_tokens"] <= 4 for r in rows)
+
+
+def test_a_text_model_is_refused_a_vision_tower_in_one_line(tmp_path, capsys):
+    data = tmp_path / "data"
+    generate_split(data, "id-train", count=2, train=True)
+    argv = ["train", "--data", str(data), "--input", "grid", "--cot", "none", "--model", "micro"]
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "run"), "--vision-tower", "frozen"]) == 2
+    err = capsys.readouterr().err
+    assert "--vision-tower frozen: --model micro has no vision tower" in err and len(err.splitlines()) == 1

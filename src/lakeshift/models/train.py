@@ -193,7 +193,8 @@ def train(opts: TrainOptions) -> Path:
     if hp.cells is not None:
         cells.set_spec(model, cells.spec_of(model).changed(hp.cells, "--cells"))
     if spec.vision:
-        record["model"]["frozen_vision_params"] = 0 if spec.small else freeze_vision_tower(model)
+        frozen = hp.vision_tower == "frozen"
+        record["model"]["frozen_vision_params"] = freeze_vision_tower(model) if frozen else 0
     peft_config = lora_config(hp.lora, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 

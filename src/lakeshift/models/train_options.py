@@ -180,6 +180,12 @@ class RunOptions:
     resume: bool = option(False, kind="flag", help="continue OUT from its last checkpoint")
 
 
+#: ``--vision-tower``: whether a vision model's encoder (and merger) trains with the rest. Unless given, a
+#: small vision size or its run (``ModelSpec.small``: its tower starts random) trains it and a pretrained
+#: checkpoint's is frozen, as in the paper.
+VISION_TOWERS: tuple[str, ...] = ("trained", "frozen")
+
+
 @dataclass
 class TrainOptions(RunOptions):
     """Everything ``lakeshift train`` (supervised) accepts."""
@@ -214,6 +220,14 @@ class TrainOptions(RunOptions):
     )
     max_length: int | None = option(
         rule="tokens", help="truncate conversations to N tokens (default: never)", study=True
+    )
+    # None: the rule of VISION_TOWERS (a small vision model trains its tower, a checkpoint's is frozen).
+    vision_tower: str | None = option(
+        choices=VISION_TOWERS,
+        help="vision models: trained (the default for the small random vision sizes and their runs) or "
+        "frozen (the default for pretrained checkpoints, as in the paper): the vision encoder and merger",
+        study=True,
+        pretrain=True,
     )
     # A cells model's own spec unless given (None); saved with the model.
     cells: dict[str, Any] | None = option(
@@ -288,6 +302,7 @@ class Hyperparameters:
     gradient_checkpointing: bool
     max_length: int | None
     cells: dict[str, Any] | None
+    vision_tower: str | None  # None for a text-only model
     lora: LoraSettings | None
     save_steps: int | None
     logging_steps: int | None
@@ -315,6 +330,8 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> Hyperpar
             chosen[key] = value
     if opts.warmup_steps is not None:
         chosen["warmup_ratio"] = 0.0
+    if opts.vision_tower is not None and not spec.vision:
+        raise LakeshiftError(f"--vision-tower {opts.vision_tower}: --model {spec.name} has no vision tower")
     big = not spec.small
     return Hyperparameters(
         preset=preset,
@@ -330,6 +347,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> Hyperpar
         ),
         max_length=opts.max_length,
         cells=opts.cells,
+        vision_tower=(opts.vision_tower or ("trained" if spec.small else "frozen")) if spec.vision else None,
         lora=lora_settings(opts),
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
