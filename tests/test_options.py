@@ -149,7 +149,7 @@ def test_which_options_each_config_may_set() -> None:
     assert set(TRAIN_KEYS) == {
         "model", "split", "preset", "epochs", "max_steps", "batch_size", "grad_accum", "lr", "warmup_steps",
         "weight_decay", "seed", "limit", "lora", "max_length", "prompt", "max_minutes", "tokenizer",
-        "cells",
+        "cells", "vision_tower",
     }  # fmt: skip
     assert set(GRPO_TRAIN_KEYS) == {
         "split", "seed", "prompt", "reward", "num_generations", "max_completion_length", "temperature",
@@ -174,7 +174,7 @@ def test_which_options_each_config_may_set() -> None:
     }  # fmt: skip
     assert set(PRETRAIN_KEYS) == {
         "model", "batch_size", "lr", "epochs", "max_minutes", "max_steps", "warmup_steps", "weight_decay",
-        "seed", "bf16", "cells", "save_steps",
+        "seed", "bf16", "cells", "save_steps", "vision_tower",
     }  # fmt: skip
 
 
