@@ -49,7 +49,13 @@ from lakeshift.models import cells
 from lakeshift.models.data import PROMPTS, SftSet, load_images, load_sft, prompt_turns, reference_completion
 from lakeshift.models.registry import RUN_FILE, ModelSpec, check_modality, resolve_model, run_record
 from lakeshift.models.rewards import parse_rewards, trl_reward_funcs
-from lakeshift.models.train_options import LoraSettings, RunOptions, default_bf16, lora_settings
+from lakeshift.models.train_options import (
+    LoraSettings,
+    RunOptions,
+    default_bf16,
+    default_vision_tower,
+    lora_settings,
+)
 from lakeshift.options import option
 
 METHODS = ("sft", "grpo")
@@ -459,7 +465,8 @@ def train_grpo(opts: GrpoOptions) -> Path:
     dtype = torch.bfloat16 if cuda else torch.float32
     model = load_model(spec, dtype=dtype)
     if spec.vision:
-        record["model"]["frozen_vision_params"] = 0 if spec.small else freeze_vision_tower(model)
+        frozen = default_vision_tower(spec) == "frozen"
+        record["model"]["frozen_vision_params"] = freeze_vision_tower(model) if frozen else 0
     peft_config = lora_config(hp.lora, spec.vision)
     record["model"]["n_params"] = sum(p.numel() for p in model.parameters())
 

@@ -231,7 +231,7 @@ def _example(
     traces: Sequence[str],
     walks_end_at_goal: bool,
     trace_max_size: Mapping[str, int],
-    inputs: Sequence[str] = CORPUS_INPUTS,
+    inputs: Sequence[str],
 ) -> tuple[FrozenLakeMap, dict[str, Any]]:
     """:func:`corpus_record` and the map its prompt shows (the map of ``map_record`` or, for a walk ended
     at the goal, that map with its goal moved)."""
@@ -264,7 +264,7 @@ def _example(
         user, system, reply, images = formats.render(m, input_format) + question, SYSTEM_PROMPT, answer, {}
     return m, {
         "id": example_id,
-        "input_format": IMAGE_INPUT if input_format == IMAGE_INPUT else CORPUS_INPUT,
+        "input_format": corpus_input([input_format]),
         "cot_format": CORPUS_COT,
         "task": task,
         **trace,

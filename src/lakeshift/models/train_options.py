@@ -186,6 +186,11 @@ class RunOptions:
 VISION_TOWERS: tuple[str, ...] = ("trained", "frozen")
 
 
+def default_vision_tower(spec: ModelSpec) -> str:
+    """The :data:`VISION_TOWERS` value a vision model gets unless one is given."""
+    return "trained" if spec.small else "frozen"
+
+
 @dataclass
 class TrainOptions(RunOptions):
     """Everything ``lakeshift train`` (supervised) accepts."""
@@ -347,7 +352,7 @@ def resolve_hparams(opts: TrainOptions, spec: ModelSpec, cuda: bool) -> Hyperpar
         ),
         max_length=opts.max_length,
         cells=opts.cells,
-        vision_tower=(opts.vision_tower or ("trained" if spec.small else "frozen")) if spec.vision else None,
+        vision_tower=(opts.vision_tower or default_vision_tower(spec)) if spec.vision else None,
         lora=lora_settings(opts),
         save_steps=opts.save_steps,
         logging_steps=opts.logging_steps,
