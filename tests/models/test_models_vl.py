@@ -168,3 +168,82 @@ def test_a_text_model_is_refused_a_vision_tower_in_one_line(tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "run"), "--vision-tower", "frozen"]) == 2
     err = capsys.readouterr().err
     assert "--vision-tower frozen: --model micro has no vision tower" in err and len(err.splitlines()) == 1
+
+
+def _image_inputs(processor, size: int):
+    image = cell_image(_frame(size), size, cell_pixels=28)
+    return processor.image_processor(images=[image], return_tensors="pt")
+
+
+def test_mini_vl_cells_adds_each_visual_tokens_row_and_column():
+    import torch
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    model, processor = build_named("mini-vl-cells", ["Grid:\n.  G  .\n.  X  .\n.  P  X"])
+    assert model.config.model_type == "lakeshift_cells_vl"
+    encoded = _image_inputs(processor, 3)
+    with torch.no_grad():
+        coupled = model.model.get_image_features(encoded["pixel_values"], encoded["image_grid_thw"])
+        plain = Qwen2_5_VLModel.get_image_features(
+            model.model, encoded["pixel_values"], encoded["image_grid_thw"]
+        )
+        (added,) = [c - p for c, p in zip(coupled.pooler_output, plain.pooler_output, strict=True)]
+        # row-major, as the tower emits the merged tokens: token 3 * (r - 1) + (c - 1) shows cell (r, c)
+        for index in range(9):
+            r, c = divmod(index, 3)
+            expected = model.model.visual_row.weight[r + 1] + model.model.visual_col.weight[c + 1]
+            assert torch.allclose(added[index], expected, atol=1e-6)
+
+
+def test_mini_vl_cells_base_starts_as_the_text_base():
+    import torch
+
+    texts = ["Grid:\n.  G  .\n.  X  .\n.  P  X", "\\boxed{UP, RIGHT}"]
+    model, processor = build_named("mini-vl-cells-base", texts)
+    base_spec = resolve_model("mini-cells-trace-player-base")
+    base, base_tokenizer = load_model(base_spec), load_processing(base_spec)
+    language_model = model.model.language_model
+    assert model.config.text_config.rope_parameters["rope_theta"] == base.config.rope_parameters["rope_theta"]
+    for name, value in base.model.layers.state_dict().items():
+        assert torch.equal(language_model.layers.state_dict()[name], value)
+    base_vocab = base_tokenizer.get_vocab()
+    shared = [t for t in processor.tokenizer.get_vocab() if t in base_vocab]
+    assert "UP" in shared and "<|image_pad|>" not in shared
+    for token in shared:
+        index = processor.tokenizer.convert_tokens_to_ids(token)
+        assert torch.equal(
+            language_model.embed_tokens.weight[index], base.model.embed_tokens.weight[base_vocab[token]]
+        )
+    assert torch.equal(model.model.visual_row.weight, base.model.embed_tokens.row.weight)
+    assert torch.equal(model.model.visual_col.weight, base.model.embed_tokens.col.weight)
+
+
+@pytest.mark.slow
+def test_mini_vl_cells_base_trains_saves_and_predicts(tmp_path):
+    import torch
+
+    data = tmp_path / "data"
+    generate_split(data, "id-train", sizes=(3, 4), count=2, inputs=("image",), images=True, train=True)
+    run = tmp_path / "run"
+    argv = [
+        "train",
+        "--data",
+        str(data),
+        "--input",
+        "image",
+        "--cot",
+        "none",
+        "--model",
+        "mini-vl-cells-base",
+    ]
+    argv += ["--prompt", "map-only", "--out", str(run), "--max-steps", "2", "--batch-size", "2"]
+    assert main(argv) == 0
+    spec = resolve_model(str(run))
+    assert spec.vision and spec.model_type == "lakeshift_cells_vl" and spec.cell_pixels == 28 and spec.small
+    model = load_model(spec)
+    assert torch.count_nonzero(model.model.visual_row.weight[1:]) > 0  # saved and loaded with the model
+    preds = tmp_path / "p.jsonl"
+    argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "2"]
+    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
+    rows = [json.loads(x) for x in preds.read_text().splitlines()]
+    assert len(rows) == 2 and all(1 <= r["n_output_tokens"] <= 4 for r in rows)

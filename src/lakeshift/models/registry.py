@@ -13,11 +13,12 @@ has ``mini``'s language model and reads each map cell as one visual token. Base 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from lakeshift.errors import LakeshiftError
 from lakeshift.models import cells
@@ -39,6 +40,10 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
 }
 TINY_VL = "tiny-vl"
 MINI_VL = "mini-vl"
+MINI_VL_CELLS = "mini-vl-cells"
+MINI_VL_CELLS_BASE = "mini-vl-cells-base"
+#: Where a vision model's visual tokens are (:attr:`VisionSize.visual_positions`).
+VisualPositions = Literal["rope", "cells"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,14 @@ class VisionSize:
             is this many pixels square (:func:`lakeshift.models.data.cell_image`), saved with the model as
             ``config.json``'s ``map_cell_pixels``.
         tie_embeddings: whether the output layer is the input embedding (as for the text named sizes).
+        visual_positions: ``rope``: a visual token's place is Qwen2.5-VL's 3-D rotary position only;
+            ``cells``: each merged visual token also gets learned embeddings of its row and column in the
+            image's token grid (:mod:`lakeshift.models.cells.vision`; with ``cell_pixels`` 28, its map
+            cell's), as a cells text model's map cells do.
+        language_model: ``None``: the language model starts random; a :data:`BASE_MODELS` name: it starts
+            as that shipped text base (its layers, the vectors of the tokens both vocabularies have, its
+            rotary base; with ``cells`` positions, its row and column embeddings for the visual tokens), as
+            Qwen2.5-VL's language model starts as Qwen2.5's. The vision tower starts random either way.
     """
 
     text: dict[str, int]
@@ -103,6 +116,8 @@ class VisionSize:
     max_pixels: int
     cell_pixels: int | None = None
     tie_embeddings: bool = False
+    visual_positions: VisualPositions = "rope"
+    language_model: str | None = None
 
 
 #: The vision sizes. ``tiny-vl``: the image path at test scale; its images are at most 112 x 112 pixels,
@@ -111,7 +126,9 @@ class VisionSize:
 #: each cell of an N x N map is resized to 28 pixels, so the image is 28N pixels square and each of its N * N
 #: merged visual tokens shows exactly one cell, for every N from 2 to the structured tokenizer's
 #: :data:`~lakeshift.models.tokenizer.MAX_MAP_SIZE` (the processor's ``max_pixels`` is set to that map's
-#: image; a larger map is refused where its image is read).
+#: image; a larger map is refused where its image is read). ``mini-vl-cells``: ``mini-vl`` whose visual tokens
+#: also get their cell's row and column embeddings; ``mini-vl-cells-base``: ``mini-vl-cells`` whose language
+#: model starts as the text base ``mini-cells-trace-player-base``.
 VISION_SIZES: dict[str, VisionSize] = {
     TINY_VL: VisionSize(
         text={"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "mlp": 128},
@@ -130,6 +147,10 @@ VISION_SIZES: dict[str, VisionSize] = {
         tie_embeddings=True,
     ),
 }
+VISION_SIZES[MINI_VL_CELLS] = dataclasses.replace(VISION_SIZES[MINI_VL], visual_positions="cells")
+VISION_SIZES[MINI_VL_CELLS_BASE] = dataclasses.replace(
+    VISION_SIZES[MINI_VL_CELLS], language_model="mini-cells-trace-player-base"
+)
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, *VISION_SIZES, *BASE_MODELS)
 #: The ``config.json`` key of a vision model whose map images lakeshift resizes per cell
 #: (:attr:`VisionSize.cell_pixels`).
@@ -204,8 +225,9 @@ def resolve_model(name: str) -> ModelSpec:
     if name in CELL_SIZES:
         return ModelSpec(name, "named", None, False, cells.MODEL_TYPE, small=True)
     if name in VISION_SIZES:
-        cell_pixels = VISION_SIZES[name].cell_pixels
-        return ModelSpec(name, "named", None, True, "qwen2_5_vl", small=True, cell_pixels=cell_pixels)
+        size = VISION_SIZES[name]
+        model_type = cells.VISION_MODEL_TYPE if size.visual_positions == "cells" else "qwen2_5_vl"
+        return ModelSpec(name, "named", None, True, model_type, small=True, cell_pixels=size.cell_pixels)
     if name in BASE_MODELS:
         folder = _CHECKPOINTS / name
         if not (folder / "config.json").is_file():
@@ -658,10 +680,15 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
     )
     ids = tokenizer.convert_tokens_to_ids
     text, vision = size.text, size.vision
+    base = load_model(resolve_model(size.language_model)) if size.language_model else None
+    rope_theta = base.config.rope_parameters["rope_theta"] if base is not None else 1e6
     extra: dict[str, Any] = {CELL_PIXELS_KEY: size.cell_pixels} if size.cell_pixels is not None else {}
     if size.tie_embeddings:
         extra["tie_word_embeddings"] = True
-    config = Qwen2_5_VLConfig(
+    config_class, model_class = Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    if size.visual_positions == "cells":
+        config_class, model_class = cells.register_vision()
+    config = config_class(
         text_config={
             "vocab_size": len(tokenizer),
             "hidden_size": text["hidden"],
@@ -671,7 +698,7 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
             "num_key_value_heads": text["kv_heads"],
             "rope_parameters": {
                 "rope_type": "default",
-                "rope_theta": 1e6,
+                "rope_theta": rope_theta,
                 "mrope_section": list(size.mrope_section),
             },
             "max_position_embeddings": MAX_POSITIONS,
@@ -700,9 +727,32 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
         pad_token_id=ids(PAD_TOKEN),
         **extra,
     )
-    model = Qwen2_5_VLForConditionalGeneration(config)
+    model = model_class(config)
+    if base is not None:
+        _start_language_model(
+            model, tokenizer, base, tokenizer_of(load_processing(resolve_model(size.language_model)))
+        )
     _set_generation_ids(model, tokenizer)
     return model, processor
+
+
+def _start_language_model(model: Any, tokenizer: Any, base: Any, base_tokenizer: Any) -> None:
+    """Copies a text base's language model into a vision model of the same shape (its decoder layers and
+    final norm; the vector of each token both tokenizers have; its row and column embeddings to the visual
+    ones where the model has them)."""
+    import torch
+
+    language_model = model.model.language_model
+    language_model.layers.load_state_dict(base.model.layers.state_dict())
+    language_model.norm.load_state_dict(base.model.norm.state_dict())
+    base_vocab = base_tokenizer.get_vocab()
+    with torch.no_grad():
+        for token, index in tokenizer.get_vocab().items():
+            if token in base_vocab:
+                language_model.embed_tokens.weight[index] = base.model.embed_tokens.weight[base_vocab[token]]
+        if hasattr(model.model, "visual_row"):
+            model.model.visual_row.weight.copy_(base.model.embed_tokens.row.weight)
+            model.model.visual_col.weight.copy_(base.model.embed_tokens.col.weight)
 
 
 def load_processing(spec: ModelSpec) -> Any:
@@ -714,7 +764,7 @@ def load_processing(spec: ModelSpec) -> Any:
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(spec.source)
-    if spec.model_type in ("qwen2_5_vl", "qwen2_vl"):
+    if spec.model_type in ("qwen2_5_vl", "qwen2_vl", cells.VISION_MODEL_TYPE):
         return _load_qwen_vl_processor(spec.source)
     from transformers import AutoProcessor
 
@@ -745,6 +795,8 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
 
     if spec.model_type == cells.MODEL_TYPE:
         cells.register()
+    if spec.model_type == cells.VISION_MODEL_TYPE:
+        cells.register_vision()
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = cls.from_pretrained(spec.source, **kwargs)

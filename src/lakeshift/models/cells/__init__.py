@@ -2,7 +2,7 @@
 
 A cells model (``--model mini-cells`` and the other cells sizes, the shipped ``mini-cells-*-base`` models)
 adds to each token's embedding the embeddings of a row and a column (and optionally a player flag, an
-ordered part and a map number) that a causal rule gives it. Four modules, from pure data to torch:
+ordered part and a map number) that a causal rule gives it. Five modules, from pure data to torch:
 
 - :mod:`~lakeshift.models.cells.spec`: :class:`CellSpec`, what the rule does, one typed field per behaviour
   (which grids get cells, what walks, which map formats are read, the player flag, the ordered part, training
@@ -12,7 +12,9 @@ ordered part and a map number) that a causal rule gives it. Four modules, from p
   tokenizer;
 - :mod:`~lakeshift.models.cells.positions`: the rule itself (:func:`cell_positions`, :class:`CellWalker`),
   testable without torch;
-- :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`.
+- :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`;
+- :mod:`~lakeshift.models.cells.vision`: the same coupling for a vision model's visual tokens
+  (:func:`register_vision`): each merged token gets its row and column in the image's token grid.
 
 The named sizes are presets of the spec (:data:`lakeshift.models.registry.CELL_SIZES`); a training run
 changes a model's spec with ``--cells FIELD=VALUE,...`` or a config's ``cells:`` mapping.
@@ -37,6 +39,7 @@ from lakeshift.models.cells.spec import (
     format_overrides,
     parse_overrides,
 )
+from lakeshift.models.cells.vision import VISION_MODEL_TYPE, register_vision
 from lakeshift.models.cells.vocab import CellVocab
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "MAX_FRAME",
     "MODEL_TYPE",
     "ORDER_SCALE",
+    "VISION_MODEL_TYPE",
     "CellSpec",
     "CellVocab",
     "CellWalker",
@@ -56,6 +60,7 @@ __all__ = [
     "format_overrides",
     "parse_overrides",
     "register",
+    "register_vision",
     "set_spec",
     "set_vocab",
     "shifted",
