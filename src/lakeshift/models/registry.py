@@ -662,7 +662,8 @@ def build_tiny_vl(texts: list[str], tokenizer_kind: str = "structured") -> tuple
 def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") -> tuple[Any, Any]:
     """A random Qwen2.5-VL of a :data:`VISION_SIZES` size, built from transformers' own classes, with an
     image-only processor (Qwen's image processor, patch 14, merge 2) and a tokenizer built from ``texts``.
-    A size with :attr:`VisionSize.cell_pixels` saves it in the config as :data:`CELL_PIXELS_KEY`."""
+    A size with :attr:`VisionSize.cell_pixels` saves it in the config as :data:`CELL_PIXELS_KEY`; one with
+    :attr:`VisionSize.language_model` starts its language model as that text base."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -680,7 +681,8 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
     )
     ids = tokenizer.convert_tokens_to_ids
     text, vision = size.text, size.vision
-    base = load_model(resolve_model(size.language_model)) if size.language_model else None
+    base_spec = resolve_model(size.language_model) if size.language_model else None
+    base = load_model(base_spec) if base_spec is not None else None
     rope_theta = base.config.rope_parameters["rope_theta"] if base is not None else 1e6
     extra: dict[str, Any] = {CELL_PIXELS_KEY: size.cell_pixels} if size.cell_pixels is not None else {}
     if size.tie_embeddings:
@@ -728,10 +730,8 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
         **extra,
     )
     model = model_class(config)
-    if base is not None:
-        _start_language_model(
-            model, tokenizer, base, tokenizer_of(load_processing(resolve_model(size.language_model)))
-        )
+    if base_spec is not None:
+        _start_language_model(model, tokenizer, base, tokenizer_of(load_processing(base_spec)))
     _set_generation_ids(model, tokenizer)
     return model, processor
 
