@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lakeshift.studies import share_of_cores
+from lakeshift.studies.run import share_of_cores
 
 SUITE = {
     "name": "bench-learning",
@@ -84,6 +84,8 @@ SUITE = {
 INPUTS = "grid,desc,table"
 COTS = "none,coords,desc,grid+desc,grid,table,table+desc,astar"
 SPLITS = ("id-test", "ood-size", "ood-dist")
+#: The image arms' data: the same suite with images and the image SFT files (only generated for them).
+IMAGE_DATA = "data-image"
 VALIDATION_SPLITS = ("val-id", "val-ood")
 
 
@@ -120,6 +122,7 @@ LOCAL_BASES = {
     "mini-cells-trace-next-base": "configs/pretrain/base-mini-cells-trace-next.yaml",
     "mini-cells-trace-goal-base": "configs/pretrain/base-mini-cells-trace-goal.yaml",
     "mini-cells-trace-player-base": "configs/pretrain/base-mini-cells-trace-player.yaml",
+    "mini-vl-cells-image-base": "configs/pretrain/base-mini-vl-cells.yaml",
 }
 # The recipe arms measured on 2026-12-01 (benchmarks/log.md, RESULTS.md), then the learning curves.
 CURVE_FORMATS = (("grid", "none"), ("grid", "coords"), ("desc", "desc"), ("grid", "grid+desc"))
@@ -201,6 +204,11 @@ ARMS = [
         for m in (5, 15)
         for c in ("table+desc", "table")
     ),
+    # Image input: the image base (one visual token per cell, with its row and column), tower frozen.
+    *(
+        arm("image", "none", "mini-vl-cells-image-base", m, batch_size=32, lr=3e-3, vision_tower="frozen")
+        for m in (5, 15)
+    ),
 ]
 
 
@@ -208,13 +216,17 @@ ARMS = [
 ENV = dict(os.environ)
 
 
-def sh(argv: list[str], log: Path) -> None:
+def sh(argv: list[str], log: Path) -> float:
+    """Runs ``argv`` with its output appended to ``log``; returns its peak resident memory in MiB."""
     with log.open("a", encoding="utf-8") as f:
         f.write(f"$ {' '.join(argv)}\n")
         f.flush()
-        rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, check=False, env=ENV).returncode
-    if rc != 0:
-        raise SystemExit(f"failed (exit {rc}): {' '.join(argv)}; see {log}")
+        child = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=ENV)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"failed (exit {child.returncode}): {' '.join(argv)}; see {log}")
+    return usage.ru_maxrss / 1024  # (kilobytes on Linux)
 
 
 def load() -> float:
@@ -231,6 +243,9 @@ def run_arm(a: dict[str, Any], out: Path, data: Path, splits: tuple[str, ...] = 
     argv += ["--epochs", "1000", "--out", str(run)]
     if a.get("augment"):
         argv[argv.index("--data") + 1] = str(out / f"data-{augment_slug(a['augment'])}")
+    if a["input"] == "image":
+        data = out / IMAGE_DATA
+        argv[argv.index("--data") + 1] = str(data)
     for key, value in a["train"].items():
         flag = key.replace("_", "-")
         argv += (
@@ -242,9 +257,9 @@ def run_arm(a: dict[str, Any], out: Path, data: Path, splits: tuple[str, ...] = 
         if run.exists():
             argv.append("--resume")
         load_before = load()
-        sh(argv, log)
+        peak_mib: float | None = sh(argv, log)
     else:
-        load_before = None
+        load_before = peak_mib = None
     load_after = load()
     record = json.loads((run / "run.json").read_text(encoding="utf-8"))
     row: dict[str, Any] = {
@@ -260,6 +275,8 @@ def run_arm(a: dict[str, Any], out: Path, data: Path, splits: tuple[str, ...] = 
         "load_before": load_before,
         "load_after_train": load_after,
         "threads": record.get("host", {}).get("threads"),
+        "tokens_per_s": _tokens_per_second(run, record.get("train_seconds")),
+        "peak_train_mib": None if peak_mib is None else round(peak_mib),
         "date": time.strftime("%Y-%m-%d"),
     }
     for split in splits:
@@ -311,6 +328,13 @@ def run_arm(a: dict[str, Any], out: Path, data: Path, splits: tuple[str, ...] = 
             "verdicts": dict(sorted(Counter(str(v["verdict"]) for v in verdicts).items())),
         }
     return row
+
+
+def _tokens_per_second(run: Path, seconds: float | None) -> float | None:
+    """Training tokens (the trainer's ``num_tokens``, prompt and answer) per second of training."""
+    logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x]
+    tokens = [m["num_tokens"] for m in logged if "num_tokens" in m]
+    return round(tokens[-1] / seconds) if tokens and seconds else None
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -378,6 +402,14 @@ def main() -> int:
         ],
         args.out / "generate.log",
     )
+    if any(a["input"] == "image" for a in arms):
+        images = args.out / IMAGE_DATA
+        argv = ["lakeshift", "generate", "--suite", str(suite), "--out", str(images), "--images", "--force"]
+        argv += ["--no-progress", "--inputs", "image", "--cots", "none"]
+        sh(argv, args.out / "generate.log")
+        for split in SPLITS:  # the image arms are tested on the maps the text arms are
+            if (images / split / "maps.jsonl").read_bytes() != (data / split / "maps.jsonl").read_bytes():
+                raise SystemExit(f"{images / split}: test maps differ from {data / split}")
     for augment in sorted({a["augment"] for a in arms if a.get("augment")}):
         augmented = args.out / f"data-{augment_slug(augment)}"
         formats = [a for a in arms if a.get("augment") == augment]

@@ -195,31 +195,8 @@ def test_mini_vl_cells_adds_each_visual_tokens_row_and_column():
             assert torch.allclose(added[index], expected, atol=1e-6)
 
 
-def test_mini_vl_cells_base_starts_as_the_text_base():
-    import torch
-
-    texts = ["Grid:\n.  G  .\n.  X  .\n.  P  X", "\\boxed{UP, RIGHT}"]
-    model, processor = build_named("mini-vl-cells-base", texts)
-    base_spec = resolve_model("mini-cells-trace-player-base")
-    base, base_tokenizer = load_model(base_spec), load_processing(base_spec)
-    language_model = model.model.language_model
-    assert model.config.text_config.rope_parameters["rope_theta"] == base.config.rope_parameters["rope_theta"]
-    for name, value in base.model.layers.state_dict().items():
-        assert torch.equal(language_model.layers.state_dict()[name], value)
-    base_vocab = base_tokenizer.get_vocab()
-    shared = [t for t in processor.tokenizer.get_vocab() if t in base_vocab]
-    assert "UP" in shared and "<|image_pad|>" not in shared
-    for token in shared:
-        index = processor.tokenizer.convert_tokens_to_ids(token)
-        assert torch.equal(
-            language_model.embed_tokens.weight[index], base.model.embed_tokens.weight[base_vocab[token]]
-        )
-    assert torch.equal(model.model.visual_row.weight, base.model.embed_tokens.row.weight)
-    assert torch.equal(model.model.visual_col.weight, base.model.embed_tokens.col.weight)
-
-
 @pytest.mark.slow
-def test_mini_vl_cells_base_trains_saves_and_predicts(tmp_path):
+def test_mini_vl_cells_trains_saves_and_predicts(tmp_path):
     import torch
 
     data = tmp_path / "data"

@@ -41,7 +41,6 @@ NAMED_SIZES: dict[str, dict[str, int]] = {
 TINY_VL = "tiny-vl"
 MINI_VL = "mini-vl"
 MINI_VL_CELLS = "mini-vl-cells"
-MINI_VL_CELLS_BASE = "mini-vl-cells-base"
 #: Where a vision model's visual tokens are (:attr:`VisionSize.visual_positions`).
 VisualPositions = Literal["rope", "cells"]
 
@@ -103,10 +102,6 @@ class VisionSize:
             ``cells``: each merged visual token also gets learned embeddings of its row and column in the
             image's token grid (:mod:`lakeshift.models.cells.vision`; with ``cell_pixels`` 28, its map
             cell's), as a cells text model's map cells do.
-        language_model: ``None``: the language model starts random; a :data:`BASE_MODELS` name: it starts
-            as that shipped text base (its layers, the vectors of the tokens both vocabularies have, its
-            rotary base; with ``cells`` positions, its row and column embeddings for the visual tokens), as
-            Qwen2.5-VL's language model starts as Qwen2.5's. The vision tower starts random either way.
     """
 
     text: dict[str, int]
@@ -117,7 +112,6 @@ class VisionSize:
     cell_pixels: int | None = None
     tie_embeddings: bool = False
     visual_positions: VisualPositions = "rope"
-    language_model: str | None = None
 
 
 #: The vision sizes. ``tiny-vl``: the image path at test scale; its images are at most 112 x 112 pixels,
@@ -127,8 +121,7 @@ class VisionSize:
 #: merged visual tokens shows exactly one cell, for every N from 2 to the structured tokenizer's
 #: :data:`~lakeshift.models.tokenizer.MAX_MAP_SIZE` (the processor's ``max_pixels`` is set to that map's
 #: image; a larger map is refused where its image is read). ``mini-vl-cells``: ``mini-vl`` whose visual tokens
-#: also get their cell's row and column embeddings; ``mini-vl-cells-base``: ``mini-vl-cells`` whose language
-#: model starts as the text base ``mini-cells-trace-player-base``.
+#: also get their cell's row and column embeddings.
 VISION_SIZES: dict[str, VisionSize] = {
     TINY_VL: VisionSize(
         text={"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "mlp": 128},
@@ -148,9 +141,7 @@ VISION_SIZES: dict[str, VisionSize] = {
     ),
 }
 VISION_SIZES[MINI_VL_CELLS] = dataclasses.replace(VISION_SIZES[MINI_VL], visual_positions="cells")
-VISION_SIZES[MINI_VL_CELLS_BASE] = dataclasses.replace(
-    VISION_SIZES[MINI_VL_CELLS], language_model="mini-cells-trace-player-base"
-)
+
 NAMED_MODELS = (*NAMED_SIZES, *CELL_SIZES, *VISION_SIZES, *BASE_MODELS)
 #: The ``config.json`` key of a vision model whose map images lakeshift resizes per cell
 #: (:attr:`VisionSize.cell_pixels`).
@@ -662,8 +653,7 @@ def build_tiny_vl(texts: list[str], tokenizer_kind: str = "structured") -> tuple
 def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") -> tuple[Any, Any]:
     """A random Qwen2.5-VL of a :data:`VISION_SIZES` size, built from transformers' own classes, with an
     image-only processor (Qwen's image processor, patch 14, merge 2) and a tokenizer built from ``texts``.
-    A size with :attr:`VisionSize.cell_pixels` saves it in the config as :data:`CELL_PIXELS_KEY`; one with
-    :attr:`VisionSize.language_model` starts its language model as that text base."""
+    A size with :attr:`VisionSize.cell_pixels` saves it in the config as :data:`CELL_PIXELS_KEY`."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -681,9 +671,6 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
     )
     ids = tokenizer.convert_tokens_to_ids
     text, vision = size.text, size.vision
-    base_spec = resolve_model(size.language_model) if size.language_model else None
-    base = load_model(base_spec) if base_spec is not None else None
-    rope_theta = base.config.rope_parameters["rope_theta"] if base is not None else 1e6
     extra: dict[str, Any] = {CELL_PIXELS_KEY: size.cell_pixels} if size.cell_pixels is not None else {}
     if size.tie_embeddings:
         extra["tie_word_embeddings"] = True
@@ -700,7 +687,7 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
             "num_key_value_heads": text["kv_heads"],
             "rope_parameters": {
                 "rope_type": "default",
-                "rope_theta": rope_theta,
+                "rope_theta": 1e6,
                 "mrope_section": list(size.mrope_section),
             },
             "max_position_embeddings": MAX_POSITIONS,
@@ -730,29 +717,8 @@ def build_vl(name: str, texts: list[str], tokenizer_kind: str = "structured") ->
         **extra,
     )
     model = model_class(config)
-    if base_spec is not None:
-        _start_language_model(model, tokenizer, base, tokenizer_of(load_processing(base_spec)))
     _set_generation_ids(model, tokenizer)
     return model, processor
-
-
-def _start_language_model(model: Any, tokenizer: Any, base: Any, base_tokenizer: Any) -> None:
-    """Copies a text base's language model into a vision model of the same shape (its decoder layers and
-    final norm; the vector of each token both tokenizers have; its row and column embeddings to the visual
-    ones where the model has them)."""
-    import torch
-
-    language_model = model.model.language_model
-    language_model.layers.load_state_dict(base.model.layers.state_dict())
-    language_model.norm.load_state_dict(base.model.norm.state_dict())
-    base_vocab = base_tokenizer.get_vocab()
-    with torch.no_grad():
-        for token, index in tokenizer.get_vocab().items():
-            if token in base_vocab:
-                language_model.embed_tokens.weight[index] = base.model.embed_tokens.weight[base_vocab[token]]
-        if hasattr(model.model, "visual_row"):
-            model.model.visual_row.weight.copy_(base.model.embed_tokens.row.weight)
-            model.model.visual_col.weight.copy_(base.model.embed_tokens.col.weight)
 
 
 def load_processing(spec: ModelSpec) -> Any:

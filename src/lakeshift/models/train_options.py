@@ -66,8 +66,7 @@ NAMED_HELP = (
     "rows and columns move by a random offset per training sequence), mini-cells-compose (mini-cells-shift "
     "whose coordinate tokens are a shared vector plus their row and column embeddings), tiny-vl (random "
     "Qwen2.5-VL), mini-vl (random Qwen2.5-VL with mini's language model, one visual token per map cell), "
-    "mini-vl-cells (mini-vl whose visual tokens get their cell's row/column embeddings), mini-vl-cells-base "
-    "(mini-vl-cells whose language model starts as mini-cells-trace-player-base), "
+    "mini-vl-cells (mini-vl whose visual tokens get their cell's row/column embeddings), "
     "mini-cells-base (mini-cells pretrained by lakeshift pretrain on map reading and random walks), "
     "mini-cells-trace-base (mini-cells-base pretrained further on random-walk traces in every CoT format)"
 )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
-from lakeshift.models.cells import MODEL_TYPE
+from lakeshift.models.cells import MODEL_TYPE, VISION_MODEL_TYPE
 from lakeshift.models.generation import Decoding, Emit, Generation, PromptItem, batched
 from lakeshift.models.registry import check_modality, resolve_model
 from lakeshift.models.tokenizer import IM_END
@@ -52,10 +52,10 @@ class VLLMBackend:
             raise LakeshiftError(
                 f"--model {model}: a named size has random weights; pass a trained run folder"
             )
-        if self.spec.model_type == MODEL_TYPE:
+        if self.spec.model_type in (MODEL_TYPE, VISION_MODEL_TYPE):
             raise LakeshiftError(
-                f"--model {model}: vLLM cannot run lakeshift's cells models (model type {MODEL_TYPE}); "
-                "use --backend hf"
+                f"--model {model}: vLLM cannot run lakeshift's cells models (model type "
+                f"{self.spec.model_type}); use --backend hf"
             )
         self.model_id = str(Path(model).resolve()) if Path(model).exists() else model
         self.tensor_parallel_size = tensor_parallel_size
