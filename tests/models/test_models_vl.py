@@ -217,8 +217,12 @@ def test_mini_vl_cells_trains_saves_and_predicts(tmp_path):
     assert main(argv) == 0
     spec = resolve_model(str(run))
     assert spec.vision and spec.model_type == "lakeshift_cells_vl" and spec.cell_pixels == 28 and spec.small
+    from safetensors.torch import load_file
+
+    saved = load_file(str(run / "model" / "model.safetensors"))
     model = load_model(spec)
-    assert torch.count_nonzero(model.model.visual_row.weight[1:]) > 0  # saved and loaded with the model
+    assert torch.equal(model.model.visual_row.weight, saved["model.visual_row.weight"])
+    assert torch.equal(model.model.visual_col.weight, saved["model.visual_col.weight"])
     preds = tmp_path / "p.jsonl"
     argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "2"]
     assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
