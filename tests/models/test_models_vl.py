@@ -198,27 +198,16 @@ def test_mini_vl_cells_adds_each_visual_tokens_row_and_column():
 @pytest.mark.slow
 def test_mini_vl_cells_trains_saves_and_predicts(tmp_path):
     import torch
+    from safetensors.torch import load_file
 
     data = tmp_path / "data"
     generate_split(data, "id-train", sizes=(3, 4), count=2, inputs=("image",), images=True, train=True)
     run = tmp_path / "run"
-    argv = [
-        "train",
-        "--data",
-        str(data),
-        "--input",
-        "image",
-        "--cot",
-        "none",
-        "--model",
-        "mini-vl-cells-base",
-    ]
+    argv = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", "mini-vl-cells"]
     argv += ["--prompt", "map-only", "--out", str(run), "--max-steps", "2", "--batch-size", "2"]
     assert main(argv) == 0
     spec = resolve_model(str(run))
     assert spec.vision and spec.model_type == "lakeshift_cells_vl" and spec.cell_pixels == 28 and spec.small
-    from safetensors.torch import load_file
-
     saved = load_file(str(run / "model" / "model.safetensors"))
     model = load_model(spec)
     assert torch.equal(model.model.visual_row.weight, saved["model.visual_row.weight"])
