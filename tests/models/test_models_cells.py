@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lakeshift import formats, traces
+from lakeshift import extract, formats, traces
 from lakeshift.cli import main
+from lakeshift.env import FrozenLakeMap
 from lakeshift.models.cells import CellSpec, CellVocab, PositionRule, cell_positions
 from lakeshift.models.tokenizer import build_structured_tokenizer
 from tests.map_strategies import random_maps
@@ -72,13 +73,31 @@ def test_prompt_grid_cells_and_coordinates_get_their_row_and_column(tokenizer, m
     assert sum(1 for r in rows if r) == m.size**2 + n_coords  # grids the CoT redraws get none
 
 
-@given(random_maps(max_size=10, hole_probs=(0.25,)), st.sampled_from(["none", "coords", "desc", "astar"]))
+# A map on which A* answers another shortest path than ``optimal_path`` (hypothesis found it).
+_ASTAR_OTHER_PATH = FrozenLakeMap(
+    size=9,
+    holes=frozenset(
+        {(8, 0), (5, 7), (0, 2), (0, 5), (2, 8), (6, 5), (4, 5), (5, 6), (0, 1), (8, 8)}
+        | {(0, 4), (7, 3), (3, 2), (3, 8), (1, 4), (2, 3), (1, 7), (2, 6), (6, 0), (7, 5)}
+    ),
+    start=(4, 8),
+    goal=(7, 2),
+)
+
+
+@given(
+    m=random_maps(max_size=10, hole_probs=(0.25,)), cot=st.sampled_from(["none", "coords", "desc", "astar"])
+)
+@example(m=_ASTAR_OTHER_PATH, cot="astar")
 @settings(max_examples=60, deadline=None)
 def test_walking_move_tokens_get_the_cell_each_move_reaches(tokenizer, m, cot) -> None:
-    path = m.optimal_path()
+    completion = traces.completion(m, m.optimal_path(), cot)
+    # the plan the completion answers (A* answers the path its own search found, which may be another
+    # shortest path than the one given)
+    path = list(extract(completion).moves)
     messages = [
         {"role": "user", "content": formats.render(m, "grid")},
-        {"role": "assistant", "content": traces.completion(m, path, cot)},
+        {"role": "assistant", "content": completion},
     ]
     ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
     tables = _rule(tokenizer)
