@@ -123,14 +123,28 @@ def test_tiny_vl_checkpoint_trains_and_predicts_like_the_7b_model(data, tmp_path
     assert row["prompt"] == "map-only" and record["prompt"] == "mirage"
 
 
-@pytest.mark.slow
-def test_mini_vl_trains_its_vision_tower_and_predicts_from_cell_sized_images(tmp_path):
+def _train_image_run(tmp_path, model: str):
+    """Image / no CoT data of four maps, and a 2-step training run of ``model`` on it."""
     data = tmp_path / "data"
     generate_split(data, "id-train", sizes=(3, 4), count=2, inputs=("image",), images=True, train=True)
     run = tmp_path / "run"
-    argv = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", "mini-vl"]
+    argv = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", model]
     argv += ["--prompt", "map-only", "--out", str(run), "--max-steps", "2", "--batch-size", "2"]
     assert main(argv) == 0
+    return data, run
+
+
+def _assert_predicts_two_maps(tmp_path, data, run) -> None:
+    preds = tmp_path / "p.jsonl"
+    argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "2"]
+    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
+    rows = [json.loads(x) for x in preds.read_text().splitlines()]
+    assert len(rows) == 2 and all(1 <= r["n_output_tokens"] <= 4 for r in rows)
+
+
+@pytest.mark.slow
+def test_mini_vl_trains_its_vision_tower_and_predicts_from_cell_sized_images(tmp_path):
+    data, run = _train_image_run(tmp_path, "mini-vl")
     record = json.loads((run / "run.json").read_text())
     # Its vision tower starts random, so it trains with the rest (a pretrained model's is frozen).
     assert record["model"]["frozen_vision_params"] == 0
@@ -152,12 +166,7 @@ def test_mini_vl_trains_its_vision_tower_and_predicts_from_cell_sized_images(tmp
     assert all(torch.equal(value, after[name]) for name, value in tower.state_dict().items())
     model = load_model(spec)
     assert model.config.text_config.hidden_size == 128 and model.config.text_config.num_hidden_layers == 4
-
-    preds = tmp_path / "p.jsonl"
-    argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "2"]
-    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
-    rows = [json.loads(x) for x in preds.read_text().splitlines()]
-    assert len(rows) == 2 and all(1 <= r["n_output_tokens"] <= 4 for r in rows)
+    _assert_predicts_two_maps(tmp_path, data, run)
 
 
 def test_a_text_model_is_refused_a_vision_tower_in_one_line(tmp_path, capsys):
@@ -200,20 +209,11 @@ def test_mini_vl_cells_trains_saves_and_predicts(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    data = tmp_path / "data"
-    generate_split(data, "id-train", sizes=(3, 4), count=2, inputs=("image",), images=True, train=True)
-    run = tmp_path / "run"
-    argv = ["train", "--data", str(data), "--input", "image", "--cot", "none", "--model", "mini-vl-cells"]
-    argv += ["--prompt", "map-only", "--out", str(run), "--max-steps", "2", "--batch-size", "2"]
-    assert main(argv) == 0
+    data, run = _train_image_run(tmp_path, "mini-vl-cells")
     spec = resolve_model(str(run))
     assert spec.vision and spec.model_type == "lakeshift_cells_vl" and spec.cell_pixels == 28 and spec.small
     saved = load_file(str(run / "model" / "model.safetensors"))
     model = load_model(spec)
     assert torch.equal(model.model.visual_row.weight, saved["model.visual_row.weight"])
     assert torch.equal(model.model.visual_col.weight, saved["model.visual_col.weight"])
-    preds = tmp_path / "p.jsonl"
-    argv = ["predict", "--model", str(run), "--data", str(data), "--split", "id-train", "--limit", "2"]
-    assert main([*argv, "--out", str(preds), "--max-new-tokens", "4"]) == 0
-    rows = [json.loads(x) for x in preds.read_text().splitlines()]
-    assert len(rows) == 2 and all(1 <= r["n_output_tokens"] <= 4 for r in rows)
+    _assert_predicts_two_maps(tmp_path, data, run)
