@@ -15,7 +15,9 @@ frames before it. Reported per map size and per row / column (both <= 6, or eith
 - ``frames``: the frames whose cells are all right; ``traces``: the maps whose frames are all right;
 - ``row ends``: the newline after each row's last cell; ``stop``: after each frame's last row, ``Wave``
   (another frame) or ``\boxed{`` (the last) right: a trace that draws its frames right but ends a row or
-  a frame wrong goes off the rails when it generates.
+  a frame wrong goes off the rails when it generates;
+- ``answer``: ``\boxed{`` and each move of the answer followed by the right next move (or ``}``), given
+  the true frames.
 
 A rule learned independently of size gives the same accuracy at 10x10 as at 6x6.
 """
@@ -90,6 +92,9 @@ def measure_map(model, tokenizer, rule, record: dict, tallies: dict[str, Tally])
     for ok in frame_ok.values():
         group.add("frames", ok)
     group.add("traces", all(frame_ok.values()))
+    box = ids.index(tokenizer.convert_tokens_to_ids("\\boxed{"), answer_start)
+    for i in range(box, len(ids) - 3):  # ``\boxed{`` and each move: the next move (or ``}``) right
+        group.add("answer", guess[i] == ids[i + 1])
     for i in range(answer_start, len(ids) - 1):
         if edges[i] == MAP_END:  # the newline after a frame's last row
             group.add("stop", guess[i] == ids[i + 1])
@@ -131,7 +136,7 @@ def main() -> None:
         for record in sft.records:
             measure_map(model, tokenizer, rule, record, tallies)
         print(f"  {part}: {len(sft.records)} maps in {time.perf_counter() - began:.0f} s")
-    names = ("cells", "changed", "frames", "traces", "row ends", "stop")
+    names = ("cells", "changed", "frames", "traces", "row ends", "stop", "answer")
     sizes = sorted((g for g in tallies if "x" in g), key=lambda g: int(g.split("x")[0]))
     print(f"| group | {' | '.join(names)} |\n|---|{'---|' * len(names)}")
     for group in (*sizes, "rows/cols <= 6", "row or col >= 7"):

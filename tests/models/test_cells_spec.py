@@ -23,7 +23,7 @@ from lakeshift.models.cells import (
     format_overrides,
     parse_overrides,
 )
-from lakeshift.models.cells.spec import GRIDS, MAP_FORMATS, OFFSETS, SEQUENCE_POSITIONS, WALKS
+from lakeshift.models.cells.spec import ATTENTIONS, GRIDS, MAP_FORMATS, OFFSETS, SEQUENCE_POSITIONS, WALKS
 from lakeshift.models.tokenizer import build_structured_tokenizer
 
 
@@ -39,6 +39,7 @@ def specs(draw: Any) -> CellSpec:
         order=draw(st.booleans()),
         offsets=draw(st.sampled_from(OFFSETS)),
         sequence=draw(st.sampled_from(SEQUENCE_POSITIONS)),
+        attention=draw(st.sampled_from(ATTENTIONS)) if grids == "coupled" and walk != "none" else "full",
     )
 
 
@@ -74,6 +75,13 @@ def test_maps_are_one_spelling_whatever_their_order() -> None:
             "--cells: player: the flag marks the cell stated moves reached: it needs grids: next",
         ),
         ({"player": True, "grids": "next"}, "it needs grids: next or coupled and walk: trace"),
+        ({"attention": "sparse"}, "--cells.attention: expected one of full, local, got 'sparse'"),
+        (
+            {"attention": "local"},
+            "--cells: attention: local reads each map's cells and the answer's walked cells: it needs "
+            "grids: coupled and walk: answer or trace",
+        ),
+        ({"attention": "local", "grids": "coupled", "walk": "none"}, "it needs grids: coupled and walk"),
     ],
 )
 def test_a_bad_field_or_combination_is_one_line_naming_it(overrides: dict, message: str) -> None:

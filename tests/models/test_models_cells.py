@@ -711,6 +711,7 @@ def test_the_cells_option_needs_a_cells_model_and_a_combination_the_rule_has(tmp
             "argument --cells: grids: expected one of first, every, next, coupled, got 'all'",
         ),
         ("micro-cells", "coordinates=composed", "--cells.coordinates: tokens is fixed when a model is made"),
+        ("micro-cells", "attention=local", "--cells: attention: local reads each map's cells and the answer"),
     ):
         code = main([*argv, "--model", model, "--out", str(tmp_path / "run"), "--cells", cells])
         err = capsys.readouterr().err
@@ -766,6 +767,7 @@ def _cells_model(
     order: bool = False,
     tables: bool = False,
     no_sequence: bool = False,
+    local: bool = False,
 ) -> tuple[Any, Any]:
     import torch
 
@@ -783,6 +785,7 @@ def _cells_model(
         offsets="random" if shift else "none",
         coordinates="composed" if compose else "tokens",
         sequence="none" if no_sequence else "rope",
+        attention="local" if local else "full",
     )
     config = config_class(
         cells=spec.to_json(),
@@ -809,6 +812,9 @@ def _cells_model(
         if grids == "coupled":
             model.model.embed_tokens.frame.weight[1:].normal_(0, 1.0)
             model.model.embed_tokens.edge.weight[1:].normal_(0, 1.0)
+        for layer in model.model.layers if local else ():
+            layer.self_attn.slot_keys.weight.normal_(0, 1.0)
+            layer.self_attn.slot_values.weight.normal_(0, 1.0)
     return model.eval(), tokenizer
 
 
@@ -829,6 +835,7 @@ CELLS_CASES = {
     "coupled-walk-shift": ("coupled", ("moves", "shift")),
     "coupled-walk-no-sequence": ("coupled", ("moves", "no_sequence")),
     "coupled-walk-trace-moves-player": ("coupled", ("moves", "trace_moves", "player")),
+    "coupled-walk-no-sequence-local": ("coupled", ("moves", "no_sequence", "local")),
 }
 
 

@@ -17,8 +17,11 @@ live slot's ``begin`` on.
 What keeps the outputs those of ``generate`` on the same prompts:
 
 - each slot's positions are its own, its padding and the other slots' columns masked out;
-- the cells model's rows, columns and flags come from one :class:`CellWalker` per slot, fed the prompt and
-  then each generated token (the position rule is causal);
+- the cells model's rows, columns and flags (and, under ``attention: local``, each token's keys) come from
+  one :class:`~lakeshift.models.cells.TokenReader` per slot, fed the prompt and then each generated token
+  (the rules are causal); a local key's position in the slot's sequence is its column less the slot's
+  ``begin``. A step in which every live slot's token is local attends to its gathered keys only: it builds
+  no mask over the cache and its cost does not grow with the columns;
 - greedy picks the argmax; sampling applies temperature, then top-k, then top-p (``generate``'s warpers, in
   its order) and draws from one generator seeded by the decoding's seed, so a run is repeatable.
 
@@ -33,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lakeshift.models.cells.local import SELF, SLOTS
+from lakeshift.models.cells.modeling import key_tensor
 from lakeshift.models.cells.positions import CHANNELS
 
 #: ``model_type`` values whose layers this loop can drive (their attention calls ``cache.update``).
@@ -147,7 +152,7 @@ class SlotCache:
         self.values = [t[rows].contiguous() for t in self.values]
 
 
-Walker = Callable[[], Any]  # a new CellWalker (``feed(ids) -> channels``), or None: no cells
+Walker = Callable[[], Any]  # a new TokenReader (``feed(ids) -> (channels, keys)``), or None: no cells
 
 
 def decode(
@@ -340,9 +345,11 @@ def _prefill(
     cache.rows, cache.start = rows, state.t - width
     kwargs: dict[str, Any] = {}
     if walkers[admitted[0][0]] is not None:
-        kwargs["cells"] = _cells(
-            [walkers[s].feed(p) for (s, _), p in zip(admitted, ids, strict=True)], width, device
-        )
+        fed = [walkers[s].feed(p) for (s, _), p in zip(admitted, ids, strict=True)]
+        kwargs["cells"] = _cells([channels for channels, _ in fed], width, device)
+        if _local(model):
+            keys = [[None] * (width - len(p)) + k for (_, k), p in zip(fed, ids, strict=True)]
+            kwargs["local_keys"] = key_tensor(keys, device, pads.tolist())
     try:
         logits = _forward(model, input_ids, positions, visible[:, None], cache, kwargs)
     finally:
@@ -363,32 +370,54 @@ def _step(model: Any, cache: SlotCache, state: _Slots, walkers: list[Any]) -> An
 
     device = state.device
     window = int(state.begin[state.live].min())
-    columns = torch.arange(window, state.t + 1, device=device)
-    visible = (columns[None, :] >= state.begin[:, None]) | (columns[None, :] == state.t)
     cache.start, cache.window = state.t, window
     kwargs: dict[str, Any] = {}
+    every_local = False
     if any(w is not None for w in walkers):
-        tokens = state.tokens.tolist()
-        walked = [
-            w.feed([tok]) if w is not None else ([0],) * CHANNELS
-            for w, tok in zip(walkers, tokens, strict=True)
+        # (a free slot reads nothing and attends to itself only: it never makes a step attend fully)
+        fed = [
+            w.feed([tok]) if w is not None else (([0],) * CHANNELS, [_ITSELF])
+            for w, tok in zip(walkers, state.tokens.tolist(), strict=True)
         ]
-        kwargs["cells"] = _cells(walked, 1, device)
-    logits = _forward(
-        model, state.tokens[:, None], state.positions[:, None], visible[:, None, None], cache, kwargs
-    )
+        kwargs["cells"] = _cells([channels for channels, _ in fed], 1, device)
+        if _local(model):
+            firsts = [
+                b - window if w is not None else state.t - window
+                for b, w in zip(state.begin.tolist(), walkers, strict=True)
+            ]
+            kwargs["local_keys"] = key_tensor([keys for _, keys in fed], device, firsts)
+            every_local = bool((kwargs["local_keys"][:, 0, SELF] >= 0).all())
+    visible = None
+    if not every_local:
+        columns = torch.arange(window, state.t + 1, device=device)
+        visible = ((columns[None, :] >= state.begin[:, None]) | (columns[None, :] == state.t))[:, None, None]
+    logits = _forward(model, state.tokens[:, None], state.positions[:, None], visible, cache, kwargs)
     state.positions += 1
     state.t += 1
     return logits
 
 
-def _forward(model: Any, input_ids: Any, positions: Any, visible: Any, cache: SlotCache, kwargs: dict) -> Any:
-    """The model's logits at the last position, attention restricted to ``visible``."""
+def _local(model: Any) -> bool:
+    """Whether ``model`` is a cells model under ``attention: local``."""
+    return bool(getattr(model, "local", False))
+
+
+#: The keys of a free slot's stale token: itself (position 0, moved to its column).
+_ITSELF = tuple(0 if slot == SELF else -1 for slot in range(SLOTS))
+
+
+def _forward(
+    model: Any, input_ids: Any, positions: Any, visible: Any | None, cache: SlotCache, kwargs: dict
+) -> Any:
+    """The model's logits at the last position, attention restricted to ``visible`` (``None``: every token
+    is local, its keys in ``kwargs``)."""
     import torch
 
-    dtype = next(model.parameters()).dtype
-    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
-    mask.masked_fill_(~visible, torch.finfo(dtype).min)
+    mask = None
+    if visible is not None:
+        dtype = next(model.parameters()).dtype
+        mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+        mask.masked_fill_(~visible, torch.finfo(dtype).min)
     out = model(
         input_ids=input_ids,
         position_ids=positions,

@@ -171,7 +171,7 @@ class HFBackend:
         import torch
 
         from lakeshift.data.bounds import available_memory
-        from lakeshift.models.cells import MODEL_TYPE, CellWalker
+        from lakeshift.models.cells import MODEL_TYPE, TokenReader
 
         model = self._model
         prompts = [self._encode(batch)["input_ids"][0].tolist() for batch in batched(ordered, 1)]
@@ -184,7 +184,7 @@ class HFBackend:
         new_walker = None
         if model.config.model_type == MODEL_TYPE:
             rule = model.model.embed_tokens.rule
-            new_walker = lambda: CellWalker(rule)  # noqa: E731
+            new_walker = lambda: TokenReader(rule)  # noqa: E731
         sampling = continuous.Sampling()
         if not decoding.greedy:
             # a preset leaves top-k to the model's generation defaults, as ``generate`` does

@@ -2,7 +2,7 @@
 
 A cells model (``--model mini-cells`` and the other cells sizes, the shipped ``mini-cells-*-base`` models)
 adds to each token's embedding the embeddings of a row and a column (and optionally a player flag, an
-ordered part and a map number) that a causal rule gives it. Five modules, from pure data to torch:
+ordered part and a map number) that a causal rule gives it. Six modules, from pure data to torch:
 
 - :mod:`~lakeshift.models.cells.spec`: :class:`CellSpec`, what the rule does, one typed field per behaviour
   (which grids get cells, what walks, which map formats are read, the player flag, the ordered part, training
@@ -12,6 +12,8 @@ ordered part and a map number) that a causal rule gives it. Five modules, from p
   tokenizer;
 - :mod:`~lakeshift.models.cells.positions`: the rule itself (:func:`cell_positions`, :class:`CellWalker`),
   testable without torch;
+- :mod:`~lakeshift.models.cells.local`: under ``attention: local``, which earlier tokens each token attends
+  to (:class:`LocalKeys`; :class:`TokenReader` reads both rules), testable without torch;
 - :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`;
 - :mod:`~lakeshift.models.cells.vision`: the same coupling for a vision model's visual tokens
   (:func:`register_vision`): each merged token gets its row and column in the image's token grid.
@@ -20,6 +22,7 @@ The named sizes are presets of the spec (:data:`lakeshift.models.registry.CELL_S
 changes a model's spec with ``--cells FIELD=VALUE,...`` or a config's ``cells:`` mapping.
 """
 
+from lakeshift.models.cells.local import LocalKeys, TokenReader
 from lakeshift.models.cells.modeling import (
     MODEL_TYPE,
     ORDER_SCALE,
@@ -53,7 +56,9 @@ __all__ = [
     "CellSpec",
     "CellVocab",
     "CellWalker",
+    "LocalKeys",
     "PositionRule",
+    "TokenReader",
     "cell_positions",
     "check_overrides",
     "check_sizes",

@@ -1,6 +1,9 @@
 """The cells model in transformers' classes: Qwen2 whose token embedding adds the row, column and player
 flag of the position rule (:mod:`lakeshift.models.cells.positions`), registered with the Auto classes as
-``model_type`` ``lakeshift_cells`` by :func:`register`, so checkpoints save and load like any other.
+``model_type`` ``lakeshift_cells`` by :func:`register`, so checkpoints save and load like any other. With
+``attention: local`` its attention layers follow the locality rule (:mod:`lakeshift.models.cells.local`):
+a local token's keys are gathered by position, each with a learned vector of its slot added to its key and
+value, so its cost does not depend on the sequence's length; every other token attends as in Qwen2.
 
 torch and transformers are imported when :func:`register` runs, not with this module.
 """
@@ -11,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lakeshift.errors import LakeshiftError
+from lakeshift.models.cells.local import SELF, SLOTS, Keys, TokenReader
 from lakeshift.models.cells.positions import EDGES, MAX_CELL, MAX_FRAME, CellWalker, PositionRule
 from lakeshift.models.cells.spec import CellSpec
 from lakeshift.models.cells.vocab import CellVocab
@@ -85,6 +89,8 @@ def set_spec(model: Any, spec: CellSpec) -> None:
             setattr(embedding, name, None)
     model.config.cells = spec.to_json()
     embedding.configure(spec, CellVocab.from_config(model.config.cell_vocab))
+    for layer in model.model.layers:
+        layer.self_attn.set_local(spec.attention == "local")
 
 
 def set_vocab(model: Any, vocab: CellVocab) -> None:
@@ -94,6 +100,20 @@ def set_vocab(model: Any, vocab: CellVocab) -> None:
     model.model.embed_tokens.configure(spec_of(model), vocab)
 
 
+def key_tensor(keys: Sequence[Sequence[Keys]], device: Any, offsets: Sequence[int] | None = None) -> Any:
+    """The locality rule's keys of a batch as a tensor ``(batch, tokens, SLOTS)``, ``-1`` for a missing key
+    and in every slot of a token that attends fully; ``offsets`` (per sequence) moves each key to the
+    column of the key tensor its sequence's first token is at."""
+    import torch
+
+    full = (-1,) * SLOTS
+    tensor = torch.tensor([[k or full for k in seq] for seq in keys], dtype=torch.long, device=device)
+    if offsets is None:
+        return tensor
+    moved = tensor + torch.tensor(list(offsets), dtype=torch.long, device=device)[:, None, None]
+    return torch.where(tensor >= 0, moved, tensor)
+
+
 def register() -> tuple[type, type]:
     """Defines and registers the config and model classes with transformers (once); returns them."""
     if _registered:
@@ -101,11 +121,116 @@ def register() -> tuple[type, type]:
     import torch
     from torch import nn
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
-    from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.models.qwen2.modeling_qwen2 import (
+        Qwen2Attention,
+        Qwen2RotaryEmbedding,
+        apply_rotary_pos_emb,
+        eager_attention_forward,
+    )
 
     def stacked(indices: Sequence[tuple[list[int], ...]], device: Any) -> tuple[torch.Tensor, ...]:
         """Per-sequence ``(rows, cols, flags, map numbers, edges)`` as batch tensors."""
         return tuple(torch.tensor(list(column), device=device) for column in zip(*indices, strict=True))
+
+    def read(readers: Sequence[TokenReader], seqs: list[list[int]], device: Any) -> tuple[Any, Any]:
+        """Each sequence fed to its reader: the batch's channels (:func:`stacked`) and its keys
+        (:func:`key_tensor`)."""
+        fed = [reader.feed(ids) for reader, ids in zip(readers, seqs, strict=True)]
+        return stacked([c for c, _ in fed], device), key_tensor([k for _, k in fed], device)
+
+    class CellsAttention(Qwen2Attention):
+        """Qwen2's attention; under ``attention: local`` (:meth:`set_local`) a token that the locality rule
+        makes local attends only to its keys, each key and value plus the learned vector of its slot. The
+        keys are the cells embedding's of the same pass (``CellEmbedding.keys``: per query, :data:`SLOTS`
+        positions in the key tensor the layer gets, ``-1`` none; a query whose :data:`SELF` slot is ``-1``
+        attends as in Qwen2), read from there because trl's loss calls the decoder directly."""
+
+        slot_keys: Any
+        slot_values: Any
+
+        def __init__(self, config: Any, layer_idx: int, embedding: CellEmbedding) -> None:
+            super().__init__(config, layer_idx)
+            object.__setattr__(self, "embedding", embedding)  # not a submodule: the decoder owns it
+            self.slot_keys = self.slot_values = None
+            self.set_local(CellSpec.from_json(config.cells).attention == "local")
+
+        def set_local(self, on: bool) -> None:
+            """Adds (zero vectors, for a model switched to it) or removes the slot vectors."""
+            if on and self.slot_keys is None:
+                width = self.config.num_key_value_heads * self.head_dim
+                where = {"device": self.k_proj.weight.device, "dtype": self.k_proj.weight.dtype}
+                self.slot_keys = nn.Embedding(SLOTS, width, **where)
+                self.slot_values = nn.Embedding(SLOTS, width, **where)
+                nn.init.zeros_(self.slot_keys.weight)
+                nn.init.zeros_(self.slot_values.weight)
+            elif not on:
+                self.slot_keys = self.slot_values = None
+
+        def forward(
+            self,
+            hidden_states: torch.Tensor,
+            position_embeddings: tuple[torch.Tensor, torch.Tensor],
+            attention_mask: torch.Tensor | None,
+            cache: Any = None,
+            **kwargs: Any,
+        ) -> tuple[torch.Tensor, None]:
+            local_keys = self.embedding.keys
+            if local_keys is None or self.slot_keys is None:
+                return super().forward(hidden_states, position_embeddings, attention_mask, cache, **kwargs)
+            shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+            query = self.q_proj(hidden_states).view(shape).transpose(1, 2)
+            key = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+            value = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+            query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx, kwargs=kwargs)
+            local = local_keys[..., SELF] >= 0  # (batch, queries)
+            out = self.gathered(query, key, value, local_keys)
+            full_rows = (~local).any(dim=1).nonzero().flatten()
+            if len(full_rows):
+                interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+                    self.config._attn_implementation, eager_attention_forward
+                )
+                every = len(full_rows) == len(local)
+                mask = attention_mask
+                if mask is not None and not every and mask.shape[0] == len(local):
+                    mask = mask[full_rows]
+                pick = (lambda t: t) if every else (lambda t: t[full_rows])
+                full, _ = interface(
+                    self,
+                    pick(query),
+                    pick(key),
+                    pick(value),
+                    mask,
+                    dropout=0.0,
+                    scaling=self.scaling,
+                    **kwargs,
+                )
+                rows = torch.where(local[full_rows, :, None, None], out[full_rows], full.to(out.dtype))
+                out = rows if every else out.index_copy(0, full_rows, rows)
+            return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), None
+
+        def gathered(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, local_keys: torch.Tensor
+        ) -> torch.Tensor:
+            """Attention of every query over its :data:`SLOTS` gathered keys, ``(batch, queries, heads,
+            head dim)`` (a query without local keys gets its own slot only: the caller replaces it)."""
+            assert self.slot_keys is not None and self.slot_values is not None  # set_local(True)
+            batch, heads, queries, dim = query.shape
+            groups = self.config.num_key_value_heads
+            index = local_keys.clamp(min=0)
+            rows = torch.arange(batch, device=index.device)[:, None, None]
+            slots = (SLOTS, groups, dim)
+            keys = key.transpose(1, 2)[rows, index] + self.slot_keys.weight.view(slots)  # (b, q, s, g, d)
+            values = value.transpose(1, 2)[rows, index] + self.slot_values.weight.view(slots)
+            grouped = query.view(batch, groups, heads // groups, queries, dim)
+            scores = torch.einsum("bgmqd,bqsgd->bgmqs", grouped, keys) * self.scaling
+            missing = (local_keys < 0) & (torch.arange(SLOTS, device=index.device) != SELF)
+            scores = scores.masked_fill(missing[:, None, None], torch.finfo(scores.dtype).min)
+            weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+            out = torch.einsum("bgmqs,bqsgd->bqgmd", weights, values)
+            return out.reshape(batch, queries, heads, dim)
 
     class CellsConfig(Qwen2Config):
         """Qwen2's config with the cells spec (``cells``) and the token ids its rule reads (``cell_vocab``);
@@ -149,6 +274,7 @@ def register() -> tuple[type, type]:
             self.edge = nn.Embedding(EDGES, config.hidden_size, padding_idx=0) if coupled else None
             self.configure(spec, CellVocab.from_config(config.cell_vocab))
             self._offsets: tuple[torch.Tensor, torch.Tensor] | None = None
+            self.keys: torch.Tensor | None = None
 
         def configure(self, spec: CellSpec, vocab: CellVocab) -> None:
             """Reads tokens by ``spec``'s rule over ``vocab`` (its parts are :func:`set_spec`'s to change)."""
@@ -180,8 +306,17 @@ def register() -> tuple[type, type]:
             return stacked(walked, input_ids.device)
 
         def forward(
-            self, input_ids: torch.Tensor, cells: tuple[torch.Tensor, ...] | None = None
+            self,
+            input_ids: torch.Tensor,
+            cells: tuple[torch.Tensor, ...] | None = None,
+            keys: torch.Tensor | None = None,
         ) -> torch.Tensor:
+            if cells is None and self.rule.local:
+                readers = [TokenReader(self.rule) for _ in input_ids]
+                cells, keys = read(readers, input_ids.tolist(), input_ids.device)
+            # the locality rule's keys of this pass, for the attention layers (None: every token attends
+            # fully)
+            self.keys = keys if self.rule.local else None
             rows, cols, *more = self.indices(input_ids) if cells is None else cells
             # (the player flags, map numbers and edges, zero where a caller passes rows and columns only)
             flags, frames, edges = (*more, *(torch.zeros_like(rows),) * 3)[:3]
@@ -271,11 +406,18 @@ def register() -> tuple[type, type]:
             super().__init__(config)
             self.model.embed_tokens = CellEmbedding(config)
             self.model.rotary_emb = CellsRotaryEmbedding(config, self.model.embed_tokens)
+            for layer in self.model.layers:
+                layer.self_attn = CellsAttention(config, layer.self_attn.layer_idx, self.model.embed_tokens)
             if self.model.embed_tokens.composed:
                 self.lm_head = ComposedHead(config, self.model.embed_tokens)
-            self._walkers: list[CellWalker] = []
+            self._walkers: list[TokenReader] = []
             self._walked = 0
             self.post_init()
+
+        @property
+        def local(self) -> bool:
+            """Whether the model's attention follows the locality rule (``attention: local``)."""
+            return bool(self.model.embed_tokens.rule.local)
 
         def prepare_inputs_for_generation(self, input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             inputs = super().prepare_inputs_for_generation(input_ids, *args, **kwargs)
@@ -286,11 +428,13 @@ def register() -> tuple[type, type]:
                 batch, total, new = input_ids.shape[0], input_ids.shape[1], step.shape[1]
                 walkers = self._walkers if len(self._walkers) == batch and self._walked == total - new else []
                 if not walkers:
-                    walkers = [CellWalker(self.model.embed_tokens.rule) for _ in range(batch)]
+                    walkers = [TokenReader(self.model.embed_tokens.rule) for _ in range(batch)]
                     new = total
-                fed = [w.feed(x) for w, x in zip(walkers, input_ids[:, total - new :].tolist(), strict=True)]
+                cells, keys = read(walkers, input_ids[:, total - new :].tolist(), input_ids.device)
                 self._walkers, self._walked = walkers, total
-                inputs["cells"] = tuple(t[:, -step.shape[1] :] for t in stacked(fed, input_ids.device))
+                inputs["cells"] = tuple(t[:, -step.shape[1] :] for t in cells)
+                if self.local:  # (positions in the sequence generate gives: the cache's columns)
+                    inputs["local_keys"] = keys[:, -step.shape[1] :]
             return inputs
 
         def forward(
@@ -302,9 +446,12 @@ def register() -> tuple[type, type]:
             **kwargs: Any,
         ) -> Any:
             # (generate checks its inputs against this signature: attention_mask and position_ids stay named)
+            keys = kwargs.pop("local_keys", None)
             if cells is not None and input_ids is not None and kwargs.get("inputs_embeds") is None:
-                kwargs["inputs_embeds"] = self.model.embed_tokens(input_ids, cells)
+                kwargs["inputs_embeds"] = self.model.embed_tokens(input_ids, cells, keys)
                 input_ids = None
+            elif kwargs.get("inputs_embeds") is not None:
+                self.model.embed_tokens.keys = None  # embedded by the caller: no keys of this pass
             return super().forward(
                 input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs
             )

@@ -97,6 +97,7 @@ class PositionRule:
     every: bool
     next: bool
     coupled: bool
+    local: bool
 
     @classmethod
     def of(cls, spec: CellSpec, vocab: CellVocab) -> PositionRule:
@@ -127,6 +128,7 @@ class PositionRule:
             every=spec.grids != "first",
             next=spec.grids == "next",
             coupled=spec.grids == "coupled",
+            local=spec.attention == "local",
         )
 
 

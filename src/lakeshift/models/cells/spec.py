@@ -23,6 +23,7 @@ MapFormat = Literal["grid", "table", "desc"]
 Offsets = Literal["none", "random"]
 Coordinates = Literal["tokens", "composed"]
 SequencePosition = Literal["rope", "none"]
+Attention = Literal["full", "local"]
 
 #: The values of :attr:`CellSpec.grids`, :attr:`CellSpec.walk`, ... in their documented order.
 GRIDS: tuple[str, ...] = get_args(Grids)
@@ -31,6 +32,7 @@ MAP_FORMATS: tuple[str, ...] = get_args(MapFormat)
 OFFSETS: tuple[str, ...] = get_args(Offsets)
 COORDINATES: tuple[str, ...] = get_args(Coordinates)
 SEQUENCE_POSITIONS: tuple[str, ...] = get_args(SequencePosition)
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
 #: Fields fixed when a model is made: its weights depend on them (a composed output layer).
 FIXED_FIELDS = ("coordinates",)
 
@@ -65,6 +67,13 @@ class CellSpec:
             the sequence) or ``none`` (position 0 for every token: the rotary embedding is the identity, so
             attention tells tokens apart by content, cells and map numbers only; the causal mask still
             orders them).
+        attention: which earlier tokens a token attends to: ``full`` (every one) or ``local`` (the rule of
+            :mod:`lakeshift.models.cells.local`: a token of a redrawn map only the previous map's tokens
+            within one row and one column of the cell it predicts, and itself; the newline ending a
+            redrawn map only the start's cell of that map; ``\\boxed{`` and the answer's moves only the last
+            map's cell their walk reaches; every other token every earlier one). Each local key also
+            gets a learned vector of its slot (which neighbour it is). Needs ``grids: coupled`` (the maps
+            and the cells their tokens predict) and a ``walk`` (the answer's cells).
     """
 
     grids: Grids = "first"
@@ -75,6 +84,7 @@ class CellSpec:
     offsets: Offsets = "none"
     coordinates: Coordinates = "tokens"
     sequence: SequencePosition = "rope"
+    attention: Attention = "full"
 
     def __post_init__(self) -> None:
         problem = _problem(self)
@@ -167,6 +177,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "offsets": OFFSETS,
     "coordinates": COORDINATES,
     "sequence": SEQUENCE_POSITIONS,
+    "attention": ATTENTIONS,
 }
 
 
@@ -198,6 +209,11 @@ def _problem(spec: CellSpec) -> str | None:
         return (
             "player: the flag marks the cell stated moves reached: it needs grids: next or coupled and "
             "walk: trace"
+        )
+    if spec.attention == "local" and (spec.grids != "coupled" or spec.walk == "none"):
+        return (
+            "attention: local reads each map's cells and the answer's walked cells: it needs grids: coupled "
+            "and walk: answer or trace"
         )
     return None
 
