@@ -242,9 +242,8 @@ class TrainOptions(RunOptions):
         write=cells.format_overrides,
         metavar="FIELD=VALUE,...",
         help="cells models (mini-cells*, the mini-cells-*-base models): change the model's cells spec, e.g. "
-        "grids=next,walk=trace,maps=grid+desc,player=true (fields of lakeshift.models.cells.CellSpec: grids "
-        "first|every|next, walk none|answer|trace, maps grid[+table][+desc], player, order true|false, "
-        "offsets none|random); in a config, a mapping; saved with the model",
+        "grids=next,walk=trace,maps=grid+desc,player=true (fields of lakeshift.models.cells.CellSpec: "
+        f"{cells.spec.fields_help()}); in a config, a mapping; saved with the model",
         study=True,
         pretrain=True,
     )

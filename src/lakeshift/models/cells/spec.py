@@ -181,6 +181,22 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+def fields_help() -> str:
+    """Every field and its values, as ``--cells`` help lists them (made from the spec, so it cannot drift).
+
+    Example:
+        >>> fields_help().split(", ")[:3]
+        ['grids first|every|next|coupled', 'walk none|answer|trace', 'maps grid[+table][+desc]']
+    """
+
+    def values(name: str) -> str:
+        if name == "maps":
+            return "grid" + "".join(f"[+{f}]" for f in MAP_FORMATS[1:])
+        return "|".join(_CHOICES.get(name, ("true", "false")))
+
+    return ", ".join(f"{name} {values(name)}" for name in FIELDS)
+
+
 def field_problem(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` for field ``name`` of :class:`CellSpec`, or None."""
     if name not in FIELDS:
