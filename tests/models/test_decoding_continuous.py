@@ -19,7 +19,7 @@ from model_fixtures import generate_split  # noqa: E402
 
 from lakeshift.cli import main  # noqa: E402
 from lakeshift.models.backends import continuous  # noqa: E402
-from lakeshift.models.cells import MODEL_TYPE, CellWalker, set_spec, spec_of  # noqa: E402
+from lakeshift.models.cells import MODEL_TYPE, TokenReader, set_spec, spec_of  # noqa: E402
 from lakeshift.models.data import load_sft  # noqa: E402
 from lakeshift.models.registry import build_named  # noqa: E402
 from lakeshift.models.tokenizer import message_texts  # noqa: E402
@@ -90,7 +90,7 @@ def continuous_answers(
         slots=slots,
         sampling=sampling or continuous.Sampling(),
         on_finished=done,
-        new_walker=(lambda: CellWalker(rule)) if cells else None,
+        new_walker=(lambda: TokenReader(rule)) if cells else None,
     )
     return answers, reasons
 

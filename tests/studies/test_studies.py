@@ -76,7 +76,7 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
             {"generate": 1, "train": 4, "predict": 12, "report": 1},
         ),
         ("configs/studies/ood-strict.yaml", {"generate": 1, "train": 9, "predict": 55, "report": 1}),
-        ("configs/studies/ood-strict-wave.yaml", {"generate": 1, "train": 3, "predict": 17, "report": 1}),
+        ("configs/studies/ood-strict-wave.yaml", {"generate": 1, "train": 7, "predict": 41, "report": 1}),
         ("src/lakeshift/studies/demo.yaml", {"generate": 1, "train": 2, "predict": 6, "report": 1}),
     ],
 )

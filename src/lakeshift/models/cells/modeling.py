@@ -149,11 +149,14 @@ def register() -> tuple[type, type]:
         slot_keys: Any
         slot_values: Any
 
-        def __init__(self, config: Any, layer_idx: int, embedding: CellEmbedding) -> None:
-            super().__init__(config, layer_idx)
-            object.__setattr__(self, "embedding", embedding)  # not a submodule: the decoder owns it
-            self.slot_keys = self.slot_values = None
-            self.set_local(CellSpec.from_json(config.cells).attention == "local")
+        @classmethod
+        def adopt(cls, attention: Qwen2Attention, embedding: CellEmbedding) -> None:
+            """Makes a built Qwen2 attention layer one of this class in place (no new weights, so a model
+            without ``attention: local`` draws the same random weights as before the class existed)."""
+            attention.__class__ = cls
+            object.__setattr__(attention, "embedding", embedding)  # not a submodule: the decoder owns it
+            attention.slot_keys = attention.slot_values = None
+            attention.set_local(CellSpec.from_json(attention.config.cells).attention == "local")
 
         def set_local(self, on: bool) -> None:
             """Adds (zero vectors, for a model switched to it) or removes the slot vectors."""
@@ -407,7 +410,7 @@ def register() -> tuple[type, type]:
             self.model.embed_tokens = CellEmbedding(config)
             self.model.rotary_emb = CellsRotaryEmbedding(config, self.model.embed_tokens)
             for layer in self.model.layers:
-                layer.self_attn = CellsAttention(config, layer.self_attn.layer_idx, self.model.embed_tokens)
+                CellsAttention.adopt(layer.self_attn, self.model.embed_tokens)
             if self.model.embed_tokens.composed:
                 self.lm_head = ComposedHead(config, self.model.embed_tokens)
             self._walkers: list[TokenReader] = []
