@@ -20,6 +20,7 @@ MODULES = (
     "lakeshift.traces.wave",
     "lakeshift.models.cells.spec",
     "lakeshift.models.cells.positions",
+    "lakeshift.models.cells.local",
     *(
         name
         for package in (formats, scoring)
