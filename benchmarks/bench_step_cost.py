@@ -82,9 +82,8 @@ def main() -> None:
         )["input_ids"]
         for r in longest
     ]
-    print(
-        f"{args.model}: {len(prompts)} prompts, {args.new} new tokens each, threads {torch.get_num_threads()}"
-    )
+    threads = torch.get_num_threads()
+    print(f"{args.model}: {len(prompts)} prompts, up to {args.new} new tokens each, threads {threads}")
     rows: dict[str, dict[int, list[float]]] = {}
     stop = model.generation_config.eos_token_id
     for attention in ("local", "full"):
