@@ -135,9 +135,10 @@ def register() -> tuple[type, type]:
 
     def read(readers: Sequence[TokenReader], seqs: list[list[int]], device: Any) -> tuple[Any, Any]:
         """Each sequence fed to its reader: the batch's channels (:func:`stacked`) and its keys
-        (:func:`key_tensor`)."""
+        (:func:`key_tensor`; None without ``attention: local``)."""
         fed = [reader.feed(ids) for reader, ids in zip(readers, seqs, strict=True)]
-        return stacked([c for c, _ in fed], device), key_tensor([k for _, k in fed], device)
+        keys = key_tensor([k for _, k in fed], device) if readers and readers[0].keys is not None else None
+        return stacked([c for c, _ in fed], device), keys
 
     class CellsAttention(Qwen2Attention):
         """Qwen2's attention; under ``attention: local`` (:meth:`set_local`) a token that the locality rule
