@@ -1,21 +1,24 @@
-"""Prediction throughput of the ``hf`` backend: the ``generate`` engine (transformers ``generate`` in batches
-of 32, the CPU default before continuous batching) and the ``continuous`` engine side by side, in one run,
-on the same model and prompts, with the model's batched forward throughput as the compute bound.
+"""Prediction throughput of the ``hf`` backend's engines side by side, in one run, on the same model and
+prompts: ``generate`` (transformers ``generate`` in batches of 32, the CPU default before continuous
+batching), ``continuous`` (one token per slot and pass) and ``speculative`` (each greedy pass verifies a
+draft per slot from the map before), with the model's batched forward throughput as the compute bound.
 
     python benchmarks/bench_predict.py --model RUN_DIR --data DATA [--split ood-dist] [--sizes 10]
-        [--n 128] [--new 400] [--fixed 256 1024]
+        [--n 128] [--new 400] [--fixed 256 1024] [--engines generate continuous speculative] [--no-bound]
 
-Workloads (each on both engines, in a fresh process each, one at a time):
+Workloads (each on every engine, in a fresh process each, one at a time):
 
 - ``answers``: the model's own answers to ``--n`` maps of ``--split`` (its input and CoT format from its
   run.json), up to ``--new`` tokens: mixed lengths, where a batch of ``generate`` waits for its longest row;
 - ``fixed N``: the same prompts with the end of turn never reached (no stop token), every row ``N`` tokens:
   the per-step cost alone, long traces included.
 
-Reported per run: tokens/s, maps/s, the greedy answers identical between the engines, and the ratio of
-decoding tokens/s to the forward throughput (one batched forward pass over rows of prompt + ``N`` tokens,
-the rows of the continuous engine's batch, at most :data:`FORWARD_ROWS` at a time).
-Targets: continuous >= 10x generate's maps/s on long traces; decoding >= 50% of the forward throughput.
+Reported per run: tokens/s, maps/s, tokens per forward pass (the continuous engines), each engine's maps/s
+and greedy answers against the first engine's, and the ratio of decoding tokens/s to the forward
+throughput (one batched forward pass over rows of prompt + ``N`` tokens, the rows of the continuous
+engine's batch, at most :data:`FORWARD_ROWS` at a time; ``--no-bound`` skips it, e.g. for 20x20 traces).
+Targets: speculative >= 10x continuous's maps/s on long redrawn-map traces; decoding >= 50% of the forward
+throughput.
 """
 
 from __future__ import annotations
@@ -60,11 +63,12 @@ def one(args: argparse.Namespace) -> dict:
     if args.fixed:
         backend.stop_ids = lambda: [backend._model.config.vocab_size]  # an id no model emits
     answers: dict[str, str] = {}
-    tokens = 0
+    tokens = passes = 0
 
     def emit(item, gen) -> None:
-        nonlocal tokens
+        nonlocal tokens, passes
         tokens += gen.n_output_tokens
+        passes += gen.n_passes or gen.n_output_tokens
         answers[item.id] = gen.text
 
     start = time.perf_counter()
@@ -78,6 +82,7 @@ def one(args: argparse.Namespace) -> dict:
         "tokens": tokens,
         "seconds": seconds,
         "tokens_per_s": tokens / seconds,
+        "tokens_per_pass": tokens / max(passes, 1),
         "maps_per_s": len(items) / seconds,
         "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "answers": answers,
@@ -127,6 +132,8 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=400, help="the answers' token cap")
     parser.add_argument("--fixed", type=int, nargs="*", default=[256, 1024])
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--engines", nargs="+", default=["generate", "continuous", "speculative"])
+    parser.add_argument("--no-bound", action="store_true", help="skip the forward throughput")
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     parser.add_argument("--forward", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -144,24 +151,27 @@ def main() -> None:
     for fixed in [None, *args.fixed]:
         name = f"fixed {fixed}" if fixed else f"answers (cap {args.new})"
         runs = {}
-        for engine in ("generate", "continuous"):
+        for engine in args.engines:
             runs[engine] = r = spawn(args, engine=engine, fixed=fixed or 0)
             print(
-                f"{name:18} {engine:10} batch {r['batch']:>4}: {r['tokens']:>7} tokens in "
-                f"{r['seconds']:6.1f} s = {r['tokens_per_s']:7,.0f} tok/s, {r['maps_per_s']:6.2f} maps/s, "
-                f"peak {r['peak_gib']:.2f} GiB",
+                f"{name:18} {engine:11} batch {r['batch']:>4}: {r['tokens']:>8} tokens in "
+                f"{r['seconds']:7.1f} s = {r['tokens_per_s']:7,.0f} tok/s, {r['maps_per_s']:6.2f} maps/s, "
+                f"{r['tokens_per_pass']:5.1f} tok/pass, peak {r['peak_gib']:.2f} GiB",
                 flush=True,
             )
-        new = fixed or args.new
-        bound = spawn(args, forward=new, fixed=0)["tokens_per_s"]
-        gen, cont = runs["generate"], runs["continuous"]
-        same = sum(gen["answers"][k] == cont["answers"].get(k) for k in gen["answers"])
-        print(
-            f"{name:18} continuous / generate: {cont['maps_per_s'] / gen['maps_per_s']:.1f}x maps/s; "
-            f"forward {bound:,.0f} tok/s: generate {gen['tokens_per_s'] / bound:.0%}, continuous "
-            f"{cont['tokens_per_s'] / bound:.0%}; identical answers {same}/{len(gen['answers'])}",
-            flush=True,
-        )
+        first = runs[args.engines[0]]
+        for engine in args.engines[1:]:
+            r = runs[engine]
+            same = sum(first["answers"][k] == r["answers"].get(k) for k in first["answers"])
+            print(
+                f"{name:18} {engine} / {args.engines[0]}: {r['maps_per_s'] / first['maps_per_s']:.1f}x "
+                f"maps/s; identical answers {same}/{len(first['answers'])}",
+                flush=True,
+            )
+        if not args.no_bound:
+            bound = spawn(args, forward=fixed or args.new, fixed=0)["tokens_per_s"]
+            shares = ", ".join(f"{e} {runs[e]['tokens_per_s'] / bound:.0%}" for e in args.engines)
+            print(f"{name:18} forward {bound:,.0f} tok/s: {shares}", flush=True)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

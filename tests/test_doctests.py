@@ -14,13 +14,14 @@ import pytest
 import lakeshift
 from lakeshift import formats, scoring
 
-#: The core packages whose docstrings are checked: every module in them; and the cells model's pure rule.
+#: The core packages whose docstrings are checked: every module in them; and the cells model's pure rules.
 MODULES = (
     "lakeshift.env",
     "lakeshift.traces.wave",
     "lakeshift.models.cells.spec",
     "lakeshift.models.cells.positions",
     "lakeshift.models.cells.local",
+    "lakeshift.models.cells.drafts",
     *(
         name
         for package in (formats, scoring)

@@ -32,13 +32,15 @@ class PromptItem:
 
 @dataclass
 class Generation:
-    """One answer: text, number of generated tokens (None if the backend cannot tell), why it stopped, and
-    ``error``: why there is no text (a prompt the server refuses; the text is then empty)."""
+    """One answer: text, number of generated tokens (None if the backend cannot tell), why it stopped,
+    ``error``: why there is no text (a prompt the server refuses; the text is then empty), and the forward
+    passes that wrote it (``hf``'s continuous engines; more tokens than passes: drafts accepted)."""
 
     text: str
     n_output_tokens: int | None
     finish_reason: str | None = None
     error: str | None = None
+    n_passes: int | None = None
 
 
 @dataclass
@@ -94,10 +96,11 @@ def preset_decoding(name: str, max_new_tokens: int | None) -> Decoding:
     return Decoding(max_new_tokens, temperature, top_p, seed, preset=name)
 
 
-#: How the ``hf`` backend decodes (:mod:`lakeshift.models.backends.hf`): ``continuous`` batching in slots
-#: (lakeshift's own text models and Qwen2), transformers ``generate`` (every model), or ``auto``: the first
-#: where it applies.
-ENGINES = ("auto", "continuous", "generate")
+#: How the ``hf`` backend decodes (:mod:`lakeshift.models.backends.hf`): ``speculative`` (continuous
+#: batching whose greedy passes verify drafts from the map before: cells models with ``grids: coupled``),
+#: ``continuous`` batching in slots (lakeshift's own text models and Qwen2), transformers ``generate``
+#: (every model), or ``auto``: the first where it applies.
+ENGINES = ("auto", "speculative", "continuous", "generate")
 
 Emit = Callable[[PromptItem, Generation], None]
 

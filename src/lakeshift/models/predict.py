@@ -154,9 +154,10 @@ class PredictOptions:
     engine: str = option(
         "auto",
         choices=ENGINES,
-        help="hf: continuous (continuous batching in slots: lakeshift's own text models and Qwen2), "
-        "generate (transformers generate, every model) or auto (continuous where it applies); the same "
-        "greedy answers",
+        help="hf: speculative (continuous batching whose greedy passes verify drafts from the map before: "
+        "cells models with grids: coupled), continuous (continuous batching in slots: lakeshift's own text "
+        "models and Qwen2), generate (transformers generate, every model) or auto (the first that "
+        "applies); the same greedy answers",
         study=True,
     )
     base_url: str = option("https://api.openai.com/v1", help="openai: endpoint base URL", study=True)
@@ -422,14 +423,15 @@ def predict(
 
     out.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(items), initial=stats["done_before"], desc="predict", unit="map")
-    tokens, start = 0, time.time()
+    tokens, passes, start = 0, 0, time.time()
     # A map's answers until all its samples are in (only complete maps are written).
     pending: dict[str, list[Generation | None]] = {}
     with out.open("a", encoding="utf-8") as f:
 
         def emit(item: PromptItem, gen: Generation) -> None:
-            nonlocal tokens
+            nonlocal tokens, passes
             tokens += gen.n_output_tokens or 0
+            passes += gen.n_passes or 0
             answers = pending.setdefault(item.id, [None] * samples)
             answers[item.sample] = gen
             if any(a is None for a in answers):
@@ -437,6 +439,7 @@ def predict(
             del pending[item.id]
             answered = [
                 {"output": a.text, "n_output_tokens": a.n_output_tokens, "finish_reason": a.finish_reason}
+                | ({"n_passes": a.n_passes} if a.n_passes is not None else {})
                 | ({"error": a.error} if a.error else {})
                 for a in answers
                 if a is not None
@@ -445,6 +448,9 @@ def predict(
             if samples > 1:
                 row["samples"] = answered
             row.update(base)
+            engine = getattr(backend, "engine", None)
+            if engine is not None:
+                row["engine"] = engine
             if item.id in sft.sizes:
                 row["size"] = sft.sizes[item.id]
             row["data_sha256"] = sft.sha256
@@ -453,7 +459,10 @@ def predict(
             stats["written"] += 1
             bar.update(1)
             if tokens:
-                bar.set_postfix({"tok/s": f"{tokens / max(time.time() - start, 1e-9):.0f}"}, refresh=False)
+                postfix = {"tok/s": f"{tokens / max(time.time() - start, 1e-9):.0f}"}
+                if passes:  # tokens each forward pass wrote (above 1: drafts accepted)
+                    postfix["tok/pass"] = f"{tokens / passes:.1f}"
+                bar.set_postfix(postfix, refresh=False)
 
         asks = [replace(item, sample=k) for item in todo for k in range(samples)]
         try:

@@ -1,29 +1,37 @@
 """Continuous batching for text decoders: a lean decoding loop over a fixed number of slots, each slot
 answering one prompt, a finished slot taking the next waiting prompt at once (as vLLM does), so that no row
-waits for the longest one of its batch.
+waits for the longest one of its batch; with ``drafts``, speculative decoding whose drafts are the map
+before (:mod:`lakeshift.models.cells.drafts`).
 
 The model is a transformers causal LM whose attention layers store keys and values through the ``cache``
 they are given (Qwen2 and the cells model built on it, :data:`SUPPORTED`); only its own ``forward`` runs.
 
 The KV cache is preallocated (:class:`SlotCache`): per layer, keys and values of shape ``(slots, kv heads,
-capacity, head dim)``. Every slot writes its next token into one shared column ``t``; a slot's own tokens
-are its columns from ``begin`` to ``t``, every other column is masked out. A prompt admitted at ``t`` is
-prefilled into the columns just before ``t`` (``t`` never drops below the longest prompt, so there is room).
-Keys are stored rotated by the slot's own positions (0 at its first prompt token, as left padding gives
-``generate``), so where a slot's columns lie does not change what it computes. When ``t`` reaches the
-capacity, the live columns move left (one copy per layer). Attention reads only the columns from the oldest
-live slot's ``begin`` on.
+capacity, head dim)``. A slot's tokens are its columns from ``begin`` to its end (``begin`` + the tokens it
+holds); every other column is masked out. A pass writes each slot's block (its last chosen token and its
+draft, padded to the longest draft) from the slot's own end on. A prompt admitted is prefilled into the
+columns just before the frontier (the last live slot's end, never below the longest prompt, so there is
+room). Keys are stored rotated by the slot's own positions (0 at its first prompt token, as left padding
+gives ``generate``), so where a slot's columns lie does not change what it computes. When a pass would not
+fit, every live slot's columns move left to end at one column (one gather per layer). Attention reads only
+the columns from the oldest live slot's ``begin`` on.
 
 What keeps the outputs those of ``generate`` on the same prompts:
 
 - each slot's positions are its own, its padding and the other slots' columns masked out;
 - the cells model's rows, columns and flags (and, under ``attention: local``, each token's keys) come from
-  one :class:`~lakeshift.models.cells.TokenReader` per slot, fed the prompt and then each generated token
-  (the rules are causal); a local key's position in the slot's sequence is its column less the slot's
-  ``begin``. A step in which every live slot's token is local attends to its gathered keys only: it builds
-  no mask over the cache and its cost does not grow with the columns;
-- greedy picks the argmax; sampling applies temperature, then top-k, then top-p (``generate``'s warpers, in
-  its order) and draws from one generator seeded by the decoding's seed, so a run is repeatable.
+  one :class:`~lakeshift.models.cells.TokenReader` per slot, fed the prompt and then each token the slot
+  accepts (the rules are causal; a draft is read by a fork of the reader); a local key's position in the
+  slot's sequence is its column less the slot's ``begin``. A pass in which every token is local attends to
+  its gathered keys only: it builds no mask over the cache and its cost does not grow with the columns;
+  otherwise the mask covers the queries up to the last one that attends fully;
+- greedy picks the argmax; a draft's tokens are accepted while each equals the argmax after the tokens
+  before it, then the argmax after the last accepted one: the tokens one step at a time would give. The
+  model's choices after the first rejected token become the next draft's first tokens (Jacobi decoding:
+  under ``attention: local`` a frame's tokens depend on the frame before and themselves only, so a frame
+  settles in a few passes);
+- sampling (one token per pass) applies temperature, then top-k, then top-p (``generate``'s warpers, in its
+  order) and draws from one generator seeded by the decoding's seed, so a run is repeatable.
 
 Floating-point sums over batches of another shape can differ in the last bits, so an exact tie between two
 tokens may break the other way; the tests and ``benchmarks/bench_predict.py`` compare the outputs.
@@ -36,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lakeshift.models.cells.drafts import MapDrafts
 from lakeshift.models.cells.local import SELF, SLOTS
 from lakeshift.models.cells.modeling import key_tensor
 from lakeshift.models.cells.positions import CHANNELS
@@ -47,6 +56,8 @@ MAX_SLOTS_CPU = 256
 MAX_SLOTS_GPU = 1024
 #: Prompts prefilled in one forward pass (their attention scores are held at once).
 PREFILL_ROWS = 64
+#: The longest draft a pass verifies per slot (a map of 29x29 cells and its text is shorter).
+MAX_DRAFT = 1024
 #: Share of the free memory the cache may take when the slot count is chosen.
 CACHE_MEMORY_SHARE = 0.25
 #: The attention function the loop registers with transformers (``AttentionInterface``) for an ``sdpa``
@@ -59,11 +70,13 @@ ATTENTION = "lakeshift_slots_sdpa"
 @dataclass(frozen=True)
 class Finished:
     """One answered prompt: its index in the prompts given, the generated ids (the stop token included),
-    and why it ended (``stop`` or ``length``)."""
+    why it ended (``stop`` or ``length``) and the forward passes that wrote them (its prompt's included:
+    tokens per pass is 1 without drafts)."""
 
     index: int
     tokens: list[int]
     reason: str
+    passes: int = 1
 
 
 @dataclass(frozen=True)
@@ -108,8 +121,8 @@ class SlotCache:
     layer hands it the new (rotated) keys and values and attends to what it returns.
 
     A prefill (``rows`` set) writes the new prompts of the slots ``rows`` at columns ``start`` on and returns
-    just them (a prompt attends to itself). A decoding step (``rows`` ``None``) writes every slot's token at
-    column ``start`` and returns the columns ``window`` to ``start``.
+    just them (a prompt attends to itself). A decoding pass (:meth:`place`) writes each slot's block of
+    tokens at the slot's own next column and returns the columns ``window`` to the end of the last block.
     """
 
     def __init__(self, model: Any, slots: int, capacity: int) -> None:
@@ -125,6 +138,19 @@ class SlotCache:
         self.rows: torch.Tensor | None = None
         self.start = 0
         self.window = 0
+        self.limit = 0
+        self.columns: torch.Tensor | None = None  # per slot, the columns of its block (None: all at start)
+
+    def place(self, ends: Any, width: int, window: int) -> None:
+        """Sets the next pass: slot ``s`` writes ``width`` tokens from column ``ends[s]`` on; attention reads
+        the columns from ``window`` on."""
+        import torch
+
+        first, last = int(ends.min()), int(ends.max())
+        self.start, self.window, self.limit = first, window, last + width
+        self.columns = None
+        if first != last:
+            self.columns = ends[:, None] + torch.arange(width, device=ends.device)[None, :]
 
     def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         keys, values = self.keys[layer_idx], self.values[layer_idx]
@@ -133,26 +159,47 @@ class SlotCache:
             keys[self.rows, :, self.start : end] = key
             values[self.rows, :, self.start : end] = value
             return key, value
-        keys[:, :, self.start : end] = key
-        values[:, :, self.start : end] = value
-        return keys[:, :, self.window : end], values[:, :, self.window : end]
+        if self.columns is None:
+            keys[:, :, self.start : end] = key
+            values[:, :, self.start : end] = value
+        else:
+            slots = self._slots(keys)
+            keys[slots, :, self.columns] = key.transpose(1, 2)
+            values[slots, :, self.columns] = value.transpose(1, 2)
+        return keys[:, :, self.window : self.limit], values[:, :, self.window : self.limit]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.start
 
-    def move_left(self, shift: int, width: int) -> None:
-        """Moves columns ``shift`` to ``shift + width`` to the front."""
+    def realign(self, shifts: Any, width: int) -> None:
+        """Moves each slot's columns left by its ``shifts`` into the first ``width`` columns."""
+        import torch
+
+        index = torch.arange(width, device=shifts.device)[None, :] + shifts[:, None]
+        index = index.clamp(0, self.capacity - 1)
         for tensors in (self.keys, self.values):
-            for i, t in enumerate(tensors):
-                tensors[i][:, :, :width] = t[:, :, shift : shift + width].clone()
+            for t in tensors:
+                spread = index[:, None, :, None].expand(t.shape[0], t.shape[1], width, t.shape[3])
+                t[:, :, :width] = t.gather(2, spread)
 
     def keep(self, rows: Any) -> None:
         """Keeps only the slots ``rows`` (in that order)."""
         self.keys = [t[rows].contiguous() for t in self.keys]
         self.values = [t[rows].contiguous() for t in self.values]
 
+    def _slots(self, keys: Any) -> Any:
+        import torch
+
+        return torch.arange(keys.shape[0], device=keys.device)[:, None]
+
 
 Walker = Callable[[], Any]  # a new TokenReader (``feed(ids) -> (channels, keys)``), or None: no cells
+
+
+def capacity(longest: int, max_new_tokens: int, drafts: bool) -> int:
+    """The cache columns :func:`decode` allocates: the longest prompt, twice the new tokens (room before a
+    realignment) and, with drafts, the longest block a pass writes."""
+    return longest + 2 * max_new_tokens + (min(MAX_DRAFT, max_new_tokens) if drafts else 0)
 
 
 def decode(
@@ -165,108 +212,224 @@ def decode(
     sampling: Sampling,
     on_finished: Callable[[Finished], None],
     new_walker: Walker | None = None,
+    drafts: bool = False,
 ) -> None:
     """Answers every prompt (token ids, the chat template applied), calling ``on_finished`` as each ends.
 
     Prompts are admitted in the order given. ``new_walker`` makes the cells model's position walker of a
-    slot (None: the model takes no cell positions).
+    slot (None: the model takes no cell positions). ``drafts``: greedy decoding verifies map drafts
+    (:mod:`~lakeshift.models.cells.drafts`; needs ``new_walker`` and a model with ``grids: coupled``).
     """
     import torch
 
     if not prompts:
         return
+    if drafts and (new_walker is None or sampling.temperature != 0.0):
+        raise ValueError("drafts need a cells model's walker and greedy decoding")
     device = next(model.parameters()).device
     longest = max(len(p) for p in prompts)
-    capacity = longest + 2 * max_new_tokens
     slots = max(1, min(slots, len(prompts)))
-    cache = SlotCache(model, slots, capacity)
-    state = _Slots(slots, max_new_tokens, longest, device)
+    cache = SlotCache(model, slots, capacity(longest, max_new_tokens, drafts))
+    state = _Slots(slots, longest, device)
     choose = _chooser(sampling, device)
-    stops = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
     attention = model.config._attn_implementation
     if attention == "sdpa":
         _register_attention()
         model.config._attn_implementation = ATTENTION
+    loop = _Loop(model, prompts, cache, state, stop_ids, max_new_tokens, on_finished, new_walker)
     try:
         with torch.inference_mode():
-            _loop(model, prompts, cache, state, choose, stops, new_walker, on_finished, max_new_tokens)
+            loop.run_drafted() if drafts else loop.run(choose)
     finally:
         model.config._attn_implementation = attention
 
 
-def _loop(
-    model: Any,
-    prompts: Sequence[list[int]],
-    cache: SlotCache,
-    state: _Slots,
-    choose: Callable[[Any], Any],
-    stops: Any,
-    new_walker: Walker | None,
-    on_finished: Callable[[Finished], None],
-    max_new_tokens: int,
-) -> None:
-    """:func:`decode`'s loop: admit waiting prompts into free slots, else decode one step of every slot."""
-    import torch
+class _Loop:
+    """:func:`decode`'s loop: admit waiting prompts into free slots, else run one pass of every slot."""
 
-    device = state.device
-    waiting = deque(range(len(prompts)))
-    walkers: list[Any] = [None] * len(state.request)
+    def __init__(
+        self,
+        model: Any,
+        prompts: Sequence[list[int]],
+        cache: SlotCache,
+        state: _Slots,
+        stop_ids: Sequence[int],
+        max_new_tokens: int,
+        on_finished: Callable[[Finished], None],
+        new_walker: Walker | None,
+    ) -> None:
+        import torch
 
-    def finish(slot: int, reason: str) -> None:
-        n = int(state.counts[slot])
-        on_finished(Finished(state.request[slot], state.out[slot, :n].tolist(), reason))
-        state.release(slot)
-        walkers[slot] = None
+        self.model, self.prompts, self.cache, self.state = model, prompts, cache, state
+        self.stop_set = set(stop_ids)
+        self.stops = torch.tensor(sorted(self.stop_set), dtype=torch.long, device=state.device)
+        self.max_new = max_new_tokens
+        self.on_finished = on_finished
+        self.new_walker = new_walker
+        self.waiting = deque(range(len(prompts)))
+        self.walkers: list[Any] = [None] * len(state.request)
+        self.drafts: list[MapDrafts | None] = [None] * len(state.request)
+        self.guesses: list[list[int]] = [[] for _ in state.request]  # the last pass's own next tokens
 
-    def settle(rows: list[int], chosen: Any) -> None:
-        """Records the tokens ``chosen`` for the slots ``rows``; ends the slots that stop."""
-        index = torch.tensor(rows, dtype=torch.long, device=device)
-        state.out[index, state.counts[index]] = chosen
-        state.counts[index] += 1
-        state.tokens[index] = chosen
-        stopped = torch.isin(chosen, stops)
-        full = state.counts[index] >= max_new_tokens
-        for i in torch.nonzero(stopped | full).flatten().tolist():
-            finish(rows[i], "stop" if bool(stopped[i]) else "length")
+    def run(self, choose: Callable[[Any], Any]) -> None:
+        """One token per pass (any decoding rule)."""
+        state = self.state
+        while self.waiting or state.any_live():
+            if self.admit(choose):
+                continue
+            self.compact()
+            self.make_room(1)
+            logits, _ = _step(self.model, self.cache, state, self.walkers, [[]] * len(self.walkers), False)
+            state.positions += 1
+            live = state.live_slots()
+            self.settle(live, choose(logits[live, 0]))
 
-    while waiting or state.any_live():
+    def run_drafted(self) -> None:
+        """Greedy, each pass verifying each slot's draft: the longest prefix of it that the model's own
+        choices agree with is accepted, and the model's next token after it."""
+        state = self.state
+        greedy = _chooser(Sampling(), state.device)
+        while self.waiting or state.any_live():
+            if self.admit(greedy):
+                continue
+            self.compact()
+            drafts = [self.draft(slot) if request >= 0 else [] for slot, request in enumerate(state.request)]
+            width = 1 + max(len(d) for d in drafts)
+            self.make_room(width)
+            last = state.tokens.tolist()
+            if width == 1:  # no draft anywhere: a step as :meth:`run`'s
+                logits, read = _step(self.model, self.cache, state, self.walkers, drafts, False)
+                state.positions += 1
+                live = state.live_slots()
+                for slot in live:
+                    self.drafts[slot].feed([last[slot]], read[slot])  # type: ignore[union-attr]
+                    self.guesses[slot] = []
+                self.settle(live, greedy(logits[live, 0]))
+                continue
+            logits, _ = _step(self.model, self.cache, state, self.walkers, drafts, True)
+            chosen = logits.argmax(dim=-1).tolist()
+            for slot in state.live_slots():
+                draft, own = drafts[slot], chosen[slot]
+                agreed = 0
+                while agreed < len(draft) and draft[agreed] == own[agreed]:
+                    agreed += 1
+                self.guesses[slot] = own[agreed + 1 : len(draft) + 1]
+                self.accept(slot, [last[slot], *draft[:agreed]], [*draft[:agreed], own[agreed]])
+
+    def admit(self, choose: Callable[[Any], Any]) -> bool:
+        """Prefills waiting prompts into free slots (if both); whether it did."""
+        state = self.state
         free = state.free_slots()
-        if waiting and free:
-            admitted = [(slot, waiting.popleft()) for slot in free[: min(len(waiting), PREFILL_ROWS)]]
-            for slot, _ in admitted:
-                walkers[slot] = new_walker() if new_walker is not None else None
-            logits = _prefill(model, cache, state, admitted, prompts, walkers)
-            settle([slot for slot, _ in admitted], choose(logits))
-            continue  # admit again before decoding: a slot that ended at once is free again
-        if not waiting and state.sparse():
+        if not (self.waiting and free):
+            return False
+        admitted = [(slot, self.waiting.popleft()) for slot in free[: min(len(self.waiting), PREFILL_ROWS)]]
+        for slot, _ in admitted:
+            self.walkers[slot] = self.new_walker() if self.new_walker is not None else None
+            self.drafts[slot] = MapDrafts() if self.new_walker is not None else None
+            self.guesses[slot] = []
+        logits = _prefill(self.model, self.cache, state, admitted, self.prompts, self.walkers, self.drafts)
+        self.settle([slot for slot, _ in admitted], choose(logits))
+        return True  # admit again before decoding: a slot that ended at once is free again
+
+    def compact(self) -> None:
+        """Drops the free slots from the batch when most are free and no prompt waits."""
+        state = self.state
+        if not self.waiting and state.sparse():
             keep = state.live_slots()
-            cache.keep(torch.tensor(keep, dtype=torch.long, device=device))
+            self.cache.keep(state.index(keep))
             state.keep(keep)
-            walkers = [walkers[s] for s in keep]
-        if state.t >= cache.capacity:
-            shift = state.compact()
-            cache.move_left(shift, state.t)
-        logits = _step(model, cache, state, walkers)
-        live = state.live_slots()
-        settle(live, choose(logits[live]))
+            self.walkers = [self.walkers[s] for s in keep]
+            self.drafts = [self.drafts[s] for s in keep]
+            self.guesses = [self.guesses[s] for s in keep]
+
+    def make_room(self, width: int) -> None:
+        """Realigns the slots' columns if a pass of ``width`` tokens would not fit."""
+        state = self.state
+        if state.frontier() + width > self.cache.capacity:
+            shifts, width = state.realign()
+            self.cache.realign(shifts, width)
+
+    def draft(self, slot: int) -> list[int]:
+        """The slot's draft: the map draft, its first tokens replaced by the model's own choices of the last
+        pass (under ``attention: local`` a token after a wrong one is still right when its own input was:
+        the draft of a frame converges in a few passes)."""
+        drafts = self.drafts[slot]
+        if drafts is None:
+            return []
+        room = self.max_new - int(self.state.counts[slot]) - 1
+        proposed = drafts.draft(min(MAX_DRAFT, room))
+        guesses = self.guesses[slot][: len(proposed)]
+        return guesses + proposed[len(guesses) :]
+
+    def accept(self, slot: int, consumed: list[int], chosen: list[int]) -> None:
+        """The slot's pass: ``consumed`` (its input tokens now in the cache) read by its walker, ``chosen``
+        its new tokens (the last one is the next pass's input)."""
+        state = self.state
+        channels, _ = self.walkers[slot].feed(consumed)
+        drafts = self.drafts[slot]
+        assert drafts is not None  # (run_drafted: every slot has a walker)
+        drafts.feed(consumed, channels)
+        state.positions[slot] += len(consumed)
+        state.passes[slot] += 1
+        count = int(state.counts[slot])
+        chosen = chosen[: self.max_new - count]
+        reason = None
+        for i, tok in enumerate(chosen):
+            if tok in self.stop_set:
+                chosen, reason = chosen[: i + 1], "stop"
+                break
+        state.out[slot].extend(chosen)
+        state.counts[slot] = count + len(chosen)
+        state.tokens[slot] = chosen[-1]
+        if reason is None and count + len(chosen) >= self.max_new:
+            reason = "length"
+        if reason is not None:
+            self.finish(slot, reason)
+
+    def settle(self, rows: list[int], chosen: Any) -> None:
+        """Records the tokens ``chosen`` for the slots ``rows``; ends the slots that stop."""
+        import torch
+
+        state = self.state
+        index = state.index(rows)
+        state.counts[index] += 1
+        state.passes[index] += 1
+        state.tokens[index] = chosen
+        for slot, tok in zip(rows, chosen.tolist(), strict=True):
+            state.out[slot].append(tok)
+        stopped = torch.isin(chosen, self.stops)
+        full = state.counts[index] >= self.max_new
+        for i in (stopped | full).nonzero().flatten().tolist():
+            self.finish(rows[i], "stop" if bool(stopped[i]) else "length")
+
+    def finish(self, slot: int, reason: str) -> None:
+        state = self.state
+        passes = int(state.passes[slot])
+        self.on_finished(Finished(state.request[slot], list(state.out[slot]), reason, passes))
+        state.release(slot)
+        self.walkers[slot] = self.drafts[slot] = None
 
 
 class _Slots:
-    """What the loop knows of each slot: its request, its columns, its position and its tokens so far."""
+    """What the loop knows of each slot: its request, its columns, its position and its tokens so far.
 
-    def __init__(self, slots: int, max_new_tokens: int, longest: int, device: Any) -> None:
+    A live slot's tokens in the cache are its columns ``begin`` to ``begin + positions`` (its end); the
+    token chosen last (``tokens``) is not in the cache yet: the next pass reads it.
+    """
+
+    def __init__(self, slots: int, longest: int, device: Any) -> None:
         import torch
 
         self.device = device
         self.longest = longest
-        self.t = longest  # the column the next decoding step writes
         self.request: list[int] = [-1] * slots
         self.live = torch.zeros(slots, dtype=torch.bool, device=device)
         self.begin = torch.full((slots,), longest, dtype=torch.long, device=device)
         self.positions = torch.zeros(slots, dtype=torch.long, device=device)
         self.tokens = torch.zeros(slots, dtype=torch.long, device=device)
         self.counts = torch.zeros(slots, dtype=torch.long, device=device)
-        self.out = torch.zeros((slots, max_new_tokens), dtype=torch.long, device=device)
+        self.passes = torch.zeros(slots, dtype=torch.long, device=device)
+        self.out: list[list[int]] = [[] for _ in range(slots)]
 
     def any_live(self) -> bool:
         return bool(self.live.any())
@@ -277,6 +440,15 @@ class _Slots:
     def free_slots(self) -> list[int]:
         return [int(i) for i in (~self.live).nonzero().flatten().tolist()]
 
+    def ends(self) -> Any:
+        return self.begin + self.positions
+
+    def frontier(self) -> int:
+        """Where a new prompt ends: the last live slot's end, at least the longest prompt."""
+        if not self.any_live():
+            return self.longest
+        return max(self.longest, int(self.ends()[self.live].max()))
+
     def sparse(self) -> bool:
         """Fewer than half the slots live: worth dropping the others from the batch."""
         live = int(self.live.sum())
@@ -285,24 +457,27 @@ class _Slots:
     def release(self, slot: int) -> None:
         self.live[slot] = False
         self.request[slot] = -1
+        self.out[slot] = []
 
     def keep(self, rows: list[int]) -> None:
-        index = self._index(rows)
+        index = self.index(rows)
         self.request = [self.request[r] for r in rows]
-        for name in ("live", "begin", "positions", "tokens", "counts", "out"):
+        self.out = [self.out[r] for r in rows]
+        for name in ("live", "begin", "positions", "tokens", "counts", "passes"):
             setattr(self, name, getattr(self, name)[index])
 
-    def compact(self) -> int:
-        """Moves the live columns to the front: returns by how many columns (``t`` is then the longest live
-        span, and never below the longest prompt, so that a prompt still fits before it)."""
-        first = int(self.begin[self.live].min()) if self.any_live() else self.t
-        width = max(self.t - first, self.longest)
-        shift = self.t - width
-        self.begin = (self.begin - shift).clamp(min=0)
-        self.t = width
-        return shift
+    def realign(self) -> tuple[Any, int]:
+        """Moves every live slot's columns so that all end at the same column, as far left as the longest
+        span (never below the longest prompt, so that a prompt still fits before it); returns each slot's
+        shift and that column."""
+        import torch
 
-    def _index(self, rows: list[int]) -> Any:
+        width = max(self.longest, int(self.positions[self.live].max()) if self.any_live() else 0)
+        shifts = torch.where(self.live, self.ends() - width, torch.zeros_like(self.begin))
+        self.begin = torch.where(self.live, width - self.positions, self.begin)
+        return shifts, width
+
+    def index(self, rows: list[int]) -> Any:
         import torch
 
         return torch.tensor(rows, dtype=torch.long, device=self.device)
@@ -326,14 +501,16 @@ def _prefill(
     admitted: list[tuple[int, int]],
     prompts: Sequence[list[int]],
     walkers: list[Any],
+    drafts: list[MapDrafts | None],
 ) -> Any:
-    """Writes the admitted prompts into their slots' columns just before ``t``; returns the logits of
-    their last tokens."""
+    """Writes the admitted prompts into their slots' columns just before the frontier; returns the logits
+    of their last tokens."""
     import torch
 
     device = state.device
     ids = [prompts[r] for _, r in admitted]
     width = max(len(p) for p in ids)
+    frontier = state.frontier()
     pads = torch.tensor([width - len(p) for p in ids], dtype=torch.long, device=device)
     input_ids = torch.tensor([[0] * (width - len(p)) + p for p in ids], dtype=torch.long, device=device)
     steps = torch.arange(width, device=device)
@@ -342,59 +519,90 @@ def _prefill(
     visible = (steps[None, None, :] <= steps[None, :, None]) & (steps[None, None, :] >= pads[:, None, None])
     visible |= torch.eye(width, dtype=torch.bool, device=device)[None]
     rows = torch.tensor([s for s, _ in admitted], dtype=torch.long, device=device)
-    cache.rows, cache.start = rows, state.t - width
+    cache.rows, cache.start = rows, frontier - width
     kwargs: dict[str, Any] = {}
     if walkers[admitted[0][0]] is not None:
         fed = [walkers[s].feed(p) for (s, _), p in zip(admitted, ids, strict=True)]
+        for (slot, _), p, (channels, _) in zip(admitted, ids, fed, strict=True):
+            if drafts[slot] is not None:
+                drafts[slot].feed(p, channels)  # type: ignore[union-attr]
         kwargs["cells"] = _cells([channels for channels, _ in fed], width, device)
         if _local(model):
             keys = [[None] * (width - len(p)) + k for (_, k), p in zip(fed, ids, strict=True)]
             kwargs["local_keys"] = key_tensor(keys, device, pads.tolist())
     try:
-        logits = _forward(model, input_ids, positions, visible[:, None], cache, kwargs)
+        logits = _forward(model, input_ids, positions, visible[:, None], cache, kwargs, 1)[:, -1]
     finally:
         cache.rows = None
     lengths = torch.tensor([len(p) for p in ids], dtype=torch.long, device=device)
-    state.begin[rows] = state.t - lengths
+    state.begin[rows] = frontier - lengths
     state.positions[rows] = lengths
     state.counts[rows] = 0
+    state.passes[rows] = 0
     state.live[rows] = True
     for slot, request in admitted:
         state.request[slot] = request
+        state.out[slot] = []
     return logits
 
 
-def _step(model: Any, cache: SlotCache, state: _Slots, walkers: list[Any]) -> Any:
-    """One decoding step of every slot (a free slot computes on its stale token; its result is unused)."""
+def _step(
+    model: Any, cache: SlotCache, state: _Slots, walkers: list[Any], drafts: list[list[int]], fork: bool
+) -> tuple[Any, list[Any]]:
+    """One pass of every slot over its last token and its draft (``drafts``, per slot): the logits after
+    each, ``(slots, 1 + longest draft, vocab)``, and the channels the walkers read (none without walkers).
+    The walkers read the pass's tokens (``fork``: copies of them do, the loop feeding the walkers what it
+    accepts). A free slot computes on its stale token, its result unused; a slot's block beyond its draft
+    is padding, read by nothing."""
     import torch
 
     device = state.device
+    width = 1 + max(len(d) for d in drafts)
     window = int(state.begin[state.live].min())
-    cache.start, cache.window = state.t, window
+    free = ~state.live
+    state.begin[free] = window
+    state.positions[free] = 0
+    ends = state.ends()
+    cache.place(ends, width, window)
+    tokens = state.tokens.tolist()
+    ids = [[tok, *d, *[0] * (width - 1 - len(d))] for tok, d in zip(tokens, drafts, strict=True)]
     kwargs: dict[str, Any] = {}
     every_local = False
+    fed: list[Any] = []
     if any(w is not None for w in walkers):
-        # (a free slot reads nothing and attends to itself only: it never makes a step attend fully)
-        fed = [
-            w.feed([tok]) if w is not None else (([0],) * CHANNELS, [_ITSELF])
-            for w, tok in zip(walkers, state.tokens.tolist(), strict=True)
-        ]
-        kwargs["cells"] = _cells([channels for channels, _ in fed], 1, device)
+        for w, row, d in zip(walkers, ids, drafts, strict=True):
+            # (a free slot and padding read nothing and attend to themselves only: they never make a pass
+            # attend fully)
+            if w is None:
+                fed.append((([0] * width,) * CHANNELS, [_ITSELF] * width))
+                continue
+            channels, keys = (w.fork() if fork else w).feed(row[: 1 + len(d)])
+            pad = width - 1 - len(d)
+            fed.append((tuple(c + [0] * pad for c in channels), keys + [_ITSELF] * pad))
+        kwargs["cells"] = _cells([channels for channels, _ in fed], width, device)
         if _local(model):
-            firsts = [
-                b - window if w is not None else state.t - window
-                for b, w in zip(state.begin.tolist(), walkers, strict=True)
-            ]
-            kwargs["local_keys"] = key_tensor([keys for _, keys in fed], device, firsts)
-            every_local = bool((kwargs["local_keys"][:, 0, SELF] >= 0).all())
+            keys = key_tensor([keys for _, keys in fed], device, (state.begin - window).tolist())
+            # padding and free slots: their own columns (a reader's keys are its positions in the slot)
+            own = (ends - window)[:, None] + torch.arange(width, device=device)[None, :]
+            padding = keys[..., SELF] == _PAD
+            keys[..., SELF] = torch.where(padding, own, keys[..., SELF])
+            kwargs["local_keys"] = keys
+            every_local = bool((keys[..., SELF] >= 0).all())
     visible = None
     if not every_local:
-        columns = torch.arange(window, state.t + 1, device=device)
-        visible = ((columns[None, :] >= state.begin[:, None]) | (columns[None, :] == state.t))[:, None, None]
-    logits = _forward(model, state.tokens[:, None], state.positions[:, None], visible, cache, kwargs)
-    state.positions += 1
-    state.t += 1
-    return logits
+        queries = width  # (local model: the mask up to the last query that attends fully)
+        if "local_keys" in kwargs:
+            full = (kwargs["local_keys"][..., SELF] < 0).any(dim=0)
+            queries = int(full.nonzero().max()) + 1
+        columns = torch.arange(window, cache.limit, device=device)
+        last = ends[:, None] + torch.arange(queries, device=device)[None, :]  # (slots, queries)
+        visible = (columns[None, None, :] >= state.begin[:, None, None]) & (
+            columns[None, None, :] <= last[:, :, None]
+        )
+        visible = visible[:, None]
+    input_ids = torch.tensor(ids, dtype=torch.long, device=device)
+    positions = state.positions[:, None] + torch.arange(width, device=device)[None, :]
+    return _forward(model, input_ids, positions, visible, cache, kwargs, width), [c for c, _ in fed]
 
 
 def _local(model: Any) -> bool:
@@ -402,15 +610,17 @@ def _local(model: Any) -> bool:
     return bool(getattr(model, "local", False))
 
 
-#: The keys of a free slot's stale token: itself (position 0, moved to its column).
-_ITSELF = tuple(0 if slot == SELF else -1 for slot in range(SLOTS))
+#: The keys of a free slot's stale token and of padding: itself (``_PAD``, :func:`_step` puts its column).
+_PAD = -2
+_ITSELF = tuple(_PAD if slot == SELF else -1 for slot in range(SLOTS))
 
 
 def _forward(
-    model: Any, input_ids: Any, positions: Any, visible: Any | None, cache: SlotCache, kwargs: dict
+    model: Any, input_ids: Any, positions: Any, visible: Any | None, cache: SlotCache, kwargs: dict, keep: int
 ) -> Any:
-    """The model's logits at the last position, attention restricted to ``visible`` (``None``: every token
-    is local, its keys in ``kwargs``)."""
+    """The model's logits at the last ``keep`` positions, ``(rows, keep, vocab)``, attention restricted to
+    ``visible`` (``None``: every token is local, its keys in ``kwargs``; covering fewer queries than the
+    pass: the later ones are local)."""
     import torch
 
     mask = None
@@ -424,10 +634,10 @@ def _forward(
         attention_mask={"full_attention": mask},
         cache=cache,
         use_cache=True,
-        logits_to_keep=1,
+        logits_to_keep=keep,
         **kwargs,
     )
-    return out.logits[:, -1].float()
+    return out.logits.float()
 
 
 def _chooser(sampling: Sampling, device: Any) -> Callable[[Any], Any]:

@@ -9,10 +9,13 @@ Engines (``engine``): ``continuous`` (text models of the types in ``continuous.S
 models and Qwen2 checkpoints) decodes in slots with continuous batching
 (:mod:`lakeshift.models.backends.continuous`): a finished row's slot takes the next prompt at once, the slot
 count is chosen from the model's size and the free memory, and the loop runs the model's ``forward`` only.
-``generate`` (every other model, image input included, or when asked) calls transformers ``generate`` on
-batches of prompts of similar length, with a static (preallocated) KV cache where the model accepts one
-(the default dynamic cache grows by concatenation, copying the whole cache at every token). ``auto``
-chooses ``continuous`` where it applies. Both give the same greedy answers.
+``speculative`` (cells models with ``grids: coupled``) is ``continuous`` whose greedy passes each verify a
+draft per slot, the tokens of the map before at the same cells (:mod:`lakeshift.models.cells.drafts`):
+what the model agrees with is accepted at once (sampled decoding goes token by token). ``generate`` (every
+other model, image input included, or when asked) calls transformers ``generate`` on batches of prompts of
+similar length, with a static (preallocated) KV cache where the model accepts one (the default dynamic
+cache grows by concatenation, copying the whole cache at every token). ``auto`` chooses the first of
+``speculative``, ``continuous``, ``generate`` that applies. All give the same greedy answers.
 """
 
 from __future__ import annotations
@@ -81,13 +84,19 @@ class HFBackend:
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         fits = not self.spec.vision and continuous.supports(self._model)
-        if self.engine == "continuous" and not fits:
+        if self.engine in ("continuous", "speculative") and not fits:
             raise LakeshiftError(
-                f"--engine continuous: {self.spec.name} is not a text model of the types "
+                f"--engine {self.engine}: {self.spec.name} is not a text model of the types "
                 f"{', '.join(continuous.SUPPORTED)}; use --engine generate"
             )
+        drafts = fits and _draws_coupled_maps(self._model)
+        if self.engine == "speculative" and not drafts:
+            raise LakeshiftError(
+                f"--engine speculative: {self.spec.name} is not a cells model with grids: coupled (its "
+                "drafts are the map before's tokens at the same cells); use --engine continuous"
+            )
         if self.engine == "auto":
-            self.engine = "continuous" if fits else "generate"
+            self.engine = "speculative" if drafts else "continuous" if fits else "generate"
 
     @property
     def tokenizer(self) -> Any:
@@ -152,20 +161,21 @@ class HFBackend:
         # Longest first: similar lengths share a batch, and memory trouble shows up at once, not at the end.
         lengths = {item.id: self.count_tokens(json_text(item)) for item in items}
         ordered = sorted(items, key=lambda it: -lengths[it.id])
-        if self.engine == "continuous":
+        if self.engine in ("continuous", "speculative"):
             self._run_continuous(ordered, decoding, emit)
         else:
             self._run_generate(ordered, decoding, emit)
 
-    def _answer(self, item: PromptItem, tokens: list[int], emit: Emit) -> None:
-        """Emits ``tokens`` cut after the first stop token."""
+    def _answer(self, item: PromptItem, tokens: list[int], emit: Emit, passes: int | None = None) -> None:
+        """Emits ``tokens`` cut after the first stop token (``passes``: the passes that wrote them)."""
         stop = set(self.stop_ids())
         n, reason = len(tokens), "length"
         for i, tok in enumerate(tokens):
             if tok in stop:
                 n, reason = i + 1, "stop"
                 break
-        emit(item, Generation(self.tokenizer.decode(tokens[:n], skip_special_tokens=True), n, reason))
+        text = self.tokenizer.decode(tokens[:n], skip_special_tokens=True)
+        emit(item, Generation(text, n, reason, n_passes=passes))
 
     def _run_continuous(self, ordered: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
         import torch
@@ -176,7 +186,8 @@ class HFBackend:
         model = self._model
         prompts = [self._encode(batch)["input_ids"][0].tolist() for batch in batched(ordered, 1)]
         max_new = decoding.max_new_tokens or model.generation_config.max_new_tokens or 256
-        capacity = max((len(p) for p in prompts), default=0) + 2 * max_new
+        drafts = self.engine == "speculative" and decoding.greedy
+        capacity = continuous.capacity(max((len(p) for p in prompts), default=0), max_new, drafts)
         cuda = model.device.type == "cuda"
         free = torch.cuda.mem_get_info()[0] if cuda else int(available_memory())
         slots = self.batch_size or continuous.choose_slots(model, len(prompts), capacity, free, cuda)
@@ -197,8 +208,9 @@ class HFBackend:
             stop_ids=self.stop_ids(),
             slots=slots,
             sampling=sampling,
-            on_finished=lambda done: self._answer(ordered[done.index], done.tokens, emit),
+            on_finished=lambda done: self._answer(ordered[done.index], done.tokens, emit, done.passes),
             new_walker=new_walker,
+            drafts=drafts,
         )
 
     def _run_generate(self, ordered: list[PromptItem], decoding: Decoding, emit: Emit) -> None:
@@ -244,3 +256,10 @@ def json_text(item: PromptItem) -> str:
         else:
             parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
     return "".join(parts)
+
+
+def _draws_coupled_maps(model: Any) -> bool:
+    """Whether ``model`` is a cells model with ``grids: coupled`` (whose maps the drafts are read from)."""
+    from lakeshift.models.cells import MODEL_TYPE, spec_of
+
+    return bool(model.config.model_type == MODEL_TYPE and spec_of(model).grids == "coupled")

@@ -2,7 +2,7 @@
 
 A cells model (``--model mini-cells`` and the other cells sizes, the shipped ``mini-cells-*-base`` models)
 adds to each token's embedding the embeddings of a row and a column (and optionally a player flag, an
-ordered part and a map number) that a causal rule gives it. Six modules, from pure data to torch:
+ordered part and a map number) that a causal rule gives it. Seven modules, from pure data to torch:
 
 - :mod:`~lakeshift.models.cells.spec`: :class:`CellSpec`, what the rule does, one typed field per behaviour
   (which grids get cells, what walks, which map formats are read, the player flag, the ordered part, training
@@ -14,6 +14,8 @@ ordered part and a map number) that a causal rule gives it. Six modules, from pu
   testable without torch;
 - :mod:`~lakeshift.models.cells.local`: under ``attention: local``, which earlier tokens each token attends
   to (:class:`LocalKeys`; :class:`TokenReader` reads both rules), testable without torch;
+- :mod:`~lakeshift.models.cells.drafts`: the map before at the same cells, the drafts a decoder verifies
+  (:class:`MapDrafts`), testable without torch;
 - :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`;
 - :mod:`~lakeshift.models.cells.vision`: the same coupling for a vision model's visual tokens
   (:func:`register_vision`): each merged token gets its row and column in the image's token grid.
@@ -22,6 +24,7 @@ The named sizes are presets of the spec (:data:`lakeshift.models.registry.CELL_S
 changes a model's spec with ``--cells FIELD=VALUE,...`` or a config's ``cells:`` mapping.
 """
 
+from lakeshift.models.cells.drafts import MapDrafts
 from lakeshift.models.cells.local import LocalKeys, TokenReader
 from lakeshift.models.cells.modeling import (
     MODEL_TYPE,
@@ -57,6 +60,7 @@ __all__ = [
     "CellVocab",
     "CellWalker",
     "LocalKeys",
+    "MapDrafts",
     "PositionRule",
     "TokenReader",
     "cell_positions",

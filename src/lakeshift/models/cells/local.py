@@ -42,7 +42,9 @@ newline, 4 ``>``, 5 ``Wave``, 6 ``\boxed{``, 7 ``RIGHT``, 9 ``Grid:``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections import ChainMap
+from collections.abc import MutableMapping, Sequence
 
 from lakeshift.models.cells.positions import MAP_END, CellWalker, PositionRule
 
@@ -72,6 +74,13 @@ class TokenReader:
         keys: list[Keys] = [FULL] * len(ids) if self.keys is None else self.keys.feed(ids, channels)
         return channels, keys
 
+    def fork(self) -> TokenReader:
+        """A reader in this one's state that reads on without changing it (a decoder's draft)."""
+        twin = copy.copy(self)
+        twin.walker = self.walker.fork()
+        twin.keys = self.keys.fork() if self.keys is not None else None
+        return twin
+
 
 class LocalKeys:
     """The locality rule of the module doc fed a sequence piece by piece: the :data:`SLOTS` key positions
@@ -80,11 +89,18 @@ class LocalKeys:
     def __init__(self, rule: PositionRule) -> None:
         self.rule = rule
         self.position = 0
-        self.shows: dict[tuple[int, int, int], int] = {}  # (map, row, col) -> the token that shows it
+        # (map, row, col) -> the token that shows it
+        self.shows: MutableMapping[tuple[int, int, int], int] = {}
         self.start: tuple[int, int] | None = None
         self.last_map = 0
         self.previous: tuple[int, int, int] = (0, 0, 0)  # map, row, col the token before predicts
         self.answering = False  # inside ``\boxed{...}``: walked moves look up the last map
+
+    def fork(self) -> LocalKeys:
+        """Keys in this state that read on without changing it (what is added goes to a layer of its own)."""
+        twin = copy.copy(self)
+        twin.shows = ChainMap({}, self.shows)
+        return twin
 
     def feed(self, ids: Sequence[int], channels: tuple[list[int], ...]) -> list[Keys]:
         """The keys of ``ids``, given their position-rule channels (``CellWalker.feed``)."""

@@ -200,10 +200,12 @@ def register() -> tuple[type, type]:
                 mask = attention_mask
                 if mask is not None and not every and mask.shape[0] == len(local):
                     mask = mask[full_rows]
+                # a mask over fewer queries than the pass has: every later query is local
+                span = mask.shape[-2] if mask is not None else local.shape[1]
                 pick = (lambda t: t) if every else (lambda t: t[full_rows])
                 full, _ = interface(
                     self,
-                    pick(query),
+                    pick(query)[:, :, :span],
                     pick(key),
                     pick(value),
                     mask,
@@ -211,7 +213,9 @@ def register() -> tuple[type, type]:
                     scaling=self.scaling,
                     **kwargs,
                 )
-                rows = torch.where(local[full_rows, :, None, None], out[full_rows], full.to(out.dtype))
+                rows = out[full_rows]
+                head = torch.where(local[full_rows, :span, None, None], rows[:, :span], full.to(out.dtype))
+                rows = torch.cat((head, rows[:, span:]), dim=1) if span < rows.shape[1] else head
                 out = rows if every else out.index_copy(0, full_rows, rows)
             return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), None
 

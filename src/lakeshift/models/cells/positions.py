@@ -51,7 +51,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lakeshift.models.cells.spec import CellSpec
 from lakeshift.models.cells.vocab import Cell, CellVocab
@@ -153,6 +153,12 @@ class CellWalker:
     def feed(self, ids: list[int]) -> tuple[list[int], ...]:
         out = [self._walk.step(tok, self.rule) for tok in ids]
         return tuple([token[i] for token in out] for i in range(CHANNELS))
+
+    def fork(self) -> CellWalker:
+        """A walker in this one's state that reads on without changing it (a decoder's draft)."""
+        twin = CellWalker(self.rule)
+        twin._walk = replace(self._walk)
+        return twin
 
 
 @dataclass
