@@ -71,7 +71,7 @@ def test_a_draft_is_what_follows_the_counterpart_to_its_maps_end_at_most(tokeniz
     drafts = MapDrafts()
     drafts.feed(ids[:cut], tuple(c[:cut] for c in channels))
     limit = data.draw(st.integers(0, 200))
-    draft = drafts.draft(limit)
+    draft = drafts.draft(ids[cut], limit)
     whole = MapDrafts()
     whole.feed(ids, channels)
     q = whole.counterparts[cut]  # the counterpart of the token after those fed
@@ -97,10 +97,31 @@ def test_a_grid_traces_drafts_differ_from_the_map_only_where_the_move_changed_it
     for p in firsts:
         drafts = MapDrafts()
         drafts.feed(ids[: p + 1], tuple(c[: p + 1] for c in channels))
-        draft = drafts.draft(1000)  # after the map's first cell, p + 1
+        draft = drafts.draft(ids[p + 1], 1000)  # after the map's first cell, p + 1
         truth = ids[p + 2 : p + 2 + len(draft)]
         assert len(draft) == m.size * (m.size + 1) - 1
         assert 0 < sum(a != b for a, b in zip(draft, truth, strict=True)) <= 2
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.integers(0, 3), st.integers(0, 30))
+@settings(max_examples=200, deadline=None)
+def test_prompt_lookup_drafts_what_followed_the_latest_longest_match(ids, after, limit) -> None:
+    from lakeshift.models.backends.drafts import NGRAM_DRAFT, NGRAM_LONGEST, NGRAM_SHORTEST, NgramDrafts
+
+    drafts = NgramDrafts()
+    for i in range(0, len(ids), 7):  # fed piece by piece
+        drafts.feed(ids[i : i + 7])
+    expected: list[int] = []
+    whole = [*ids, after]
+    for n in range(NGRAM_LONGEST, NGRAM_SHORTEST - 1, -1):
+        if len(whole) < n:
+            continue
+        tail = whole[-n:]
+        starts = [j for j in range(len(ids) - n) if ids[j : j + n] == tail]  # (with a token after)
+        if starts:
+            expected = ids[starts[-1] + n : starts[-1] + n + min(limit, NGRAM_DRAFT)]
+            break
+    assert drafts.draft(after, limit) == expected
 
 
 # --- the engine ---------------------------------------------------------------------------------------
@@ -109,10 +130,13 @@ def test_a_grid_traces_drafts_differ_from_the_map_only_where_the_move_changed_it
 def decode(
     model: Any, prompts: list[list[int]], new: int, slots: int, drafts: bool, stop: list[int] | None = None
 ) -> tuple[list[list[int]], list[int]]:
-    """Each prompt's answer and passes, greedy, by the continuous engine with or without drafts."""
+    """Each prompt's answer and passes, greedy, by the continuous engine with or without drafts (a cells
+    model's from the map before, another's by prompt lookup)."""
     from lakeshift.models.backends import continuous
+    from lakeshift.models.backends.drafts import NgramDrafts
 
-    rule = model.model.embed_tokens.rule
+    cells = hasattr(model.model.embed_tokens, "rule")
+    rule = model.model.embed_tokens.rule if cells else None
     answers: list[list[int]] = [[] for _ in prompts]
     passes = [0] * len(prompts)
 
@@ -127,43 +151,52 @@ def decode(
         slots=slots,
         sampling=continuous.Sampling(),
         on_finished=done,
-        new_walker=lambda: TokenReader(rule),
-        drafts=drafts,
+        new_walker=(lambda: TokenReader(rule)) if cells else None,
+        drafts=(MapDrafts if cells else NgramDrafts) if drafts else None,
     )
     return answers, passes
 
 
-def cells_model(tokenizer: Any, attention: str, leaning: bool = True) -> Any:
-    """A small random cells model with ``grids: coupled`` (its cell, map-number and slot vectors large
-    enough to matter); ``leaning``: its output layer leans to a map's tokens, so that its answers go on
-    drawing maps (and drafts are made)."""
+def model_of(tokenizer: Any, kind: str, leaning: bool = True) -> Any:
+    """A small random model: a cells model with ``grids: coupled`` and ``kind`` (``full`` or ``local``)
+    attention, its cell, map-number and slot vectors large enough to matter, or a ``plain`` Qwen2.
+    ``leaning``: its output layer leans to a map's tokens, so that its answers go on drawing maps (and
+    drafts are made)."""
     import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from lakeshift.models.cells import register
 
     config_class, model_class = register()
-    config = config_class(
-        cells=CellSpec(grids="coupled", sequence="none", attention=attention).to_json(),
-        cell_vocab=CellVocab.from_tokenizer(tokenizer).to_config(),
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        pad_token_id=0,
-    )
+    sizes = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+        "pad_token_id": 0,
+    }
     torch.manual_seed(0)
-    model = model_class(config)
-    with torch.no_grad():
-        embedding = model.model.embed_tokens
-        for part in (embedding.row, embedding.col, embedding.frame, embedding.edge):
-            part.weight[1:].normal_(0, 1.0)
-        for layer in model.model.layers:
-            if attention == "local":
-                layer.self_attn.slot_keys.weight.normal_(0, 1.0)
-                layer.self_attn.slot_values.weight.normal_(0, 1.0)
+    if kind == "plain":
+        model = Qwen2ForCausalLM(Qwen2Config(**sizes))
+    else:
+        model = model_class(
+            config_class(
+                cells=CellSpec(grids="coupled", sequence="none", attention=kind).to_json(),
+                cell_vocab=CellVocab.from_tokenizer(tokenizer).to_config(),
+                **sizes,
+            )
+        )
+        with torch.no_grad():
+            embedding = model.model.embed_tokens
+            for part in (embedding.row, embedding.col, embedding.frame, embedding.edge):
+                part.weight[1:].normal_(0, 1.0)
+            for layer in model.model.layers:
+                if kind == "local":
+                    layer.self_attn.slot_keys.weight.normal_(0, 1.0)
+                    layer.self_attn.slot_values.weight.normal_(0, 1.0)
     if leaning:
         vocab = tokenizer.get_vocab()
         head = torch.nn.Linear(32, len(tokenizer), bias=True)
@@ -186,9 +219,9 @@ def prompts_of(tokenizer: Any, cot: str) -> list[list[int]]:
     return prompts
 
 
-@pytest.mark.parametrize("attention", ["full", "local"])
-def test_the_speculative_engine_writes_what_the_engine_without_drafts_writes(tokenizer, attention) -> None:
-    model = cells_model(tokenizer, attention)
+@pytest.mark.parametrize("kind", ["full", "local", "plain"])
+def test_the_speculative_engine_writes_what_the_engine_without_drafts_writes(tokenizer, kind) -> None:
+    model = model_of(tokenizer, kind)
     prompts = prompts_of(tokenizer, "wave")
     plain, plain_passes = decode(model, prompts, 40, slots=3, drafts=False)
     drafted, _ = decode(model, prompts, 40, slots=3, drafts=True)
@@ -196,16 +229,14 @@ def test_the_speculative_engine_writes_what_the_engine_without_drafts_writes(tok
     assert plain_passes == [len(a) for a in plain]  # one token a pass without drafts
 
 
-@pytest.mark.parametrize("attention", ["full", "local"])
-def test_drafts_from_the_answer_itself_are_accepted_and_change_nothing(
-    tokenizer, attention, monkeypatch
-) -> None:
+@pytest.mark.parametrize("kind", ["full", "local", "plain"])
+def test_drafts_from_the_answer_itself_are_accepted_and_change_nothing(tokenizer, kind, monkeypatch) -> None:
     """Drafts that are the engine's own answer with a token changed now and then: long prefixes are
     accepted (fewer passes than tokens), a stop inside an accepted draft ends the answer there, the cap
     cuts it, and the answers are those without drafts."""
     from lakeshift.models.backends import continuous
 
-    model = cells_model(tokenizer, attention)
+    model = model_of(tokenizer, kind)
     prompts = prompts_of(tokenizer, "grid")
     free, _ = decode(model, prompts, 48, slots=4, drafts=False)
     # the token most answers write but not all: those answers stop there, the others run to the cap
@@ -245,7 +276,7 @@ def test_predict_records_the_engine_and_its_passes(tokenizer, tmp_path: Path) ->
 
     data = tmp_path / "data"
     generate_split(data, "id-test", sizes=(3, 4), count=2, cots=("grid",))
-    model = cells_model(tokenizer, "local", leaning=False)
+    model = model_of(tokenizer, "local", leaning=False)
     model.save_pretrained(tmp_path / "ckpt")
     tokenizer.save_pretrained(tmp_path / "ckpt")
     rows = {}
@@ -257,6 +288,15 @@ def test_predict_records_the_engine_and_its_passes(tokenizer, tmp_path: Path) ->
         assert main(argv) == 0
         rows[engine] = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["output"] for r in rows["generate"]] == [r["output"] for r in rows["speculative"]]
+    sampled = {}
+    for engine in ("continuous", "speculative"):  # sampled: token by token, the same draws
+        out = tmp_path / f"sampled-{engine}.jsonl"
+        argv = ["predict", "--model", str(tmp_path / "ckpt"), "--data", str(data), "--split", "id-test"]
+        argv += ["--input", "grid", "--cot", "grid", "--prompt", "map-only", "--out", str(out)]
+        argv += ["--max-new-tokens", "24", "--engine", engine, "--temperature", "1.0", "--seed", "3"]
+        assert main(argv) == 0
+        sampled[engine] = [json.loads(line)["output"] for line in out.read_text().splitlines()]
+    assert sampled["continuous"] == sampled["speculative"] != [r["output"] for r in rows["generate"]]
     assert {r["engine"] for r in rows["auto"]} == {"speculative"}
     assert all(1 <= r["n_passes"] <= r["n_output_tokens"] for r in rows["speculative"])
     assert "n_passes" not in rows["generate"][0]

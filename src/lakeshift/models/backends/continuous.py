@@ -1,7 +1,7 @@
 """Continuous batching for text decoders: a lean decoding loop over a fixed number of slots, each slot
 answering one prompt, a finished slot taking the next waiting prompt at once (as vLLM does), so that no row
-waits for the longest one of its batch; with ``drafts``, speculative decoding whose drafts are the map
-before (:mod:`lakeshift.models.cells.drafts`).
+waits for the longest one of its batch; with ``drafts``, speculative decoding whose drafts come from the
+text already there (:mod:`lakeshift.models.backends.drafts`: for a cells model the map before).
 
 The model is a transformers causal LM whose attention layers store keys and values through the ``cache``
 they are given (Qwen2 and the cells model built on it, :data:`SUPPORTED`); only its own ``forward`` runs.
@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lakeshift.models.cells.drafts import MapDrafts
+from lakeshift.models.backends.drafts import Drafts
 from lakeshift.models.cells.local import SELF, SLOTS
 from lakeshift.models.cells.modeling import key_tensor
 from lakeshift.models.cells.positions import CHANNELS
@@ -212,34 +212,34 @@ def decode(
     sampling: Sampling,
     on_finished: Callable[[Finished], None],
     new_walker: Walker | None = None,
-    drafts: bool = False,
+    drafts: Callable[[], Drafts] | None = None,
 ) -> None:
     """Answers every prompt (token ids, the chat template applied), calling ``on_finished`` as each ends.
 
     Prompts are admitted in the order given. ``new_walker`` makes the cells model's position walker of a
-    slot (None: the model takes no cell positions). ``drafts``: greedy decoding verifies map drafts
-    (:mod:`~lakeshift.models.cells.drafts`; needs ``new_walker`` and a model with ``grids: coupled``).
+    slot (None: the model takes no cell positions). ``drafts`` makes a slot's draft source: greedy decoding
+    then verifies drafts (sampled decoding refuses them).
     """
     import torch
 
     if not prompts:
         return
-    if drafts and (new_walker is None or sampling.temperature != 0.0):
-        raise ValueError("drafts need a cells model's walker and greedy decoding")
+    if drafts is not None and sampling.temperature != 0.0:
+        raise ValueError("drafts are verified by greedy decoding only")
     device = next(model.parameters()).device
     longest = max(len(p) for p in prompts)
     slots = max(1, min(slots, len(prompts)))
-    cache = SlotCache(model, slots, capacity(longest, max_new_tokens, drafts))
+    cache = SlotCache(model, slots, capacity(longest, max_new_tokens, drafts is not None))
     state = _Slots(slots, longest, device)
     choose = _chooser(sampling, device)
     attention = model.config._attn_implementation
     if attention == "sdpa":
         _register_attention()
         model.config._attn_implementation = ATTENTION
-    loop = _Loop(model, prompts, cache, state, stop_ids, max_new_tokens, on_finished, new_walker)
+    loop = _Loop(model, prompts, cache, state, stop_ids, max_new_tokens, on_finished, new_walker, drafts)
     try:
         with torch.inference_mode():
-            loop.run_drafted() if drafts else loop.run(choose)
+            loop.run_drafted() if drafts is not None else loop.run(choose)
     finally:
         model.config._attn_implementation = attention
 
@@ -257,6 +257,7 @@ class _Loop:
         max_new_tokens: int,
         on_finished: Callable[[Finished], None],
         new_walker: Walker | None,
+        new_drafts: Callable[[], Drafts] | None,
     ) -> None:
         import torch
 
@@ -268,7 +269,8 @@ class _Loop:
         self.new_walker = new_walker
         self.waiting = deque(range(len(prompts)))
         self.walkers: list[Any] = [None] * len(state.request)
-        self.drafts: list[MapDrafts | None] = [None] * len(state.request)
+        self.new_drafts = new_drafts
+        self.drafts: list[Drafts | None] = [None] * len(state.request)
         self.guesses: list[list[int]] = [[] for _ in state.request]  # the last pass's own next tokens
 
     def run(self, choose: Callable[[Any], Any]) -> None:
@@ -302,7 +304,8 @@ class _Loop:
                 state.positions += 1
                 live = state.live_slots()
                 for slot in live:
-                    self.drafts[slot].feed([last[slot]], read[slot])  # type: ignore[union-attr]
+                    channels = read[slot] if read else None
+                    self.drafts[slot].feed([last[slot]], channels)  # type: ignore[union-attr]
                     self.guesses[slot] = []
                 self.settle(live, greedy(logits[live, 0]))
                 continue
@@ -325,7 +328,7 @@ class _Loop:
         admitted = [(slot, self.waiting.popleft()) for slot in free[: min(len(self.waiting), PREFILL_ROWS)]]
         for slot, _ in admitted:
             self.walkers[slot] = self.new_walker() if self.new_walker is not None else None
-            self.drafts[slot] = MapDrafts() if self.new_walker is not None else None
+            self.drafts[slot] = self.new_drafts() if self.new_drafts is not None else None
             self.guesses[slot] = []
         logits = _prefill(self.model, self.cache, state, admitted, self.prompts, self.walkers, self.drafts)
         self.settle([slot for slot, _ in admitted], choose(logits))
@@ -357,7 +360,7 @@ class _Loop:
         if drafts is None:
             return []
         room = self.max_new - int(self.state.counts[slot]) - 1
-        proposed = drafts.draft(min(MAX_DRAFT, room))
+        proposed = drafts.draft(int(self.state.tokens[slot]), min(MAX_DRAFT, room))
         guesses = self.guesses[slot][: len(proposed)]
         return guesses + proposed[len(guesses) :]
 
@@ -365,9 +368,9 @@ class _Loop:
         """The slot's pass: ``consumed`` (its input tokens now in the cache) read by its walker, ``chosen``
         its new tokens (the last one is the next pass's input)."""
         state = self.state
-        channels, _ = self.walkers[slot].feed(consumed)
-        drafts = self.drafts[slot]
-        assert drafts is not None  # (run_drafted: every slot has a walker)
+        walker, drafts = self.walkers[slot], self.drafts[slot]
+        channels = walker.feed(consumed)[0] if walker is not None else None
+        assert drafts is not None  # (run_drafted: every slot has its drafts)
         drafts.feed(consumed, channels)
         state.positions[slot] += len(consumed)
         state.passes[slot] += 1
@@ -501,7 +504,7 @@ def _prefill(
     admitted: list[tuple[int, int]],
     prompts: Sequence[list[int]],
     walkers: list[Any],
-    drafts: list[MapDrafts | None],
+    drafts: list[Drafts | None],
 ) -> Any:
     """Writes the admitted prompts into their slots' columns just before the frontier; returns the logits
     of their last tokens."""
@@ -521,11 +524,12 @@ def _prefill(
     rows = torch.tensor([s for s, _ in admitted], dtype=torch.long, device=device)
     cache.rows, cache.start = rows, frontier - width
     kwargs: dict[str, Any] = {}
-    if walkers[admitted[0][0]] is not None:
-        fed = [walkers[s].feed(p) for (s, _), p in zip(admitted, ids, strict=True)]
-        for (slot, _), p, (channels, _) in zip(admitted, ids, fed, strict=True):
-            if drafts[slot] is not None:
-                drafts[slot].feed(p, channels)  # type: ignore[union-attr]
+    cells = walkers[admitted[0][0]] is not None
+    fed = [walkers[s].feed(p) for (s, _), p in zip(admitted, ids, strict=True)] if cells else []
+    for i, ((slot, _), p) in enumerate(zip(admitted, ids, strict=True)):
+        if drafts[slot] is not None:
+            drafts[slot].feed(p, fed[i][0] if cells else None)  # type: ignore[union-attr]
+    if cells:
         kwargs["cells"] = _cells([channels for channels, _ in fed], width, device)
         if _local(model):
             keys = [[None] * (width - len(p)) + k for (_, k), p in zip(fed, ids, strict=True)]

@@ -9,13 +9,15 @@ Engines (``engine``): ``continuous`` (text models of the types in ``continuous.S
 models and Qwen2 checkpoints) decodes in slots with continuous batching
 (:mod:`lakeshift.models.backends.continuous`): a finished row's slot takes the next prompt at once, the slot
 count is chosen from the model's size and the free memory, and the loop runs the model's ``forward`` only.
-``speculative`` (cells models with ``grids: coupled``) is ``continuous`` whose greedy passes each verify a
-draft per slot, the tokens of the map before at the same cells (:mod:`lakeshift.models.cells.drafts`):
-what the model agrees with is accepted at once (sampled decoding goes token by token). ``generate`` (every
+``speculative`` is ``continuous`` whose greedy passes each verify a draft per slot
+(:mod:`lakeshift.models.backends.drafts`): for a cells model with ``grids: coupled`` the tokens of the map
+before at the same cells, for another model prompt lookup; what the model agrees with is accepted at once
+(sampled decoding goes token by token). ``generate`` (every
 other model, image input included, or when asked) calls transformers ``generate`` on batches of prompts of
 similar length, with a static (preallocated) KV cache where the model accepts one (the default dynamic
-cache grows by concatenation, copying the whole cache at every token). ``auto`` chooses the first of
-``speculative``, ``continuous``, ``generate`` that applies. All give the same greedy answers.
+cache grows by concatenation, copying the whole cache at every token). ``auto`` chooses ``speculative``
+for a cells model with ``grids: coupled``, else ``continuous`` where it applies, else ``generate``. All
+give the same greedy answers.
 """
 
 from __future__ import annotations
@@ -89,14 +91,10 @@ class HFBackend:
                 f"--engine {self.engine}: {self.spec.name} is not a text model of the types "
                 f"{', '.join(continuous.SUPPORTED)}; use --engine generate"
             )
-        drafts = fits and _draws_coupled_maps(self._model)
-        if self.engine == "speculative" and not drafts:
-            raise LakeshiftError(
-                f"--engine speculative: {self.spec.name} is not a cells model with grids: coupled (its "
-                "drafts are the map before's tokens at the same cells); use --engine continuous"
-            )
         if self.engine == "auto":
-            self.engine = "speculative" if drafts else "continuous" if fits else "generate"
+            self.engine = "continuous" if fits else "generate"
+            if fits and _draws_coupled_maps(self._model):
+                self.engine = "speculative"
 
     @property
     def tokenizer(self) -> Any:
@@ -181,13 +179,17 @@ class HFBackend:
         import torch
 
         from lakeshift.data.bounds import available_memory
-        from lakeshift.models.cells import MODEL_TYPE, TokenReader
+        from lakeshift.models.backends.drafts import NgramDrafts
+        from lakeshift.models.cells import MODEL_TYPE, MapDrafts, TokenReader
 
         model = self._model
         prompts = [self._encode(batch)["input_ids"][0].tolist() for batch in batched(ordered, 1)]
         max_new = decoding.max_new_tokens or model.generation_config.max_new_tokens or 256
-        drafts = self.engine == "speculative" and decoding.greedy
-        capacity = continuous.capacity(max((len(p) for p in prompts), default=0), max_new, drafts)
+        drafts = None
+        if self.engine == "speculative" and decoding.greedy:
+            drafts = MapDrafts if _draws_coupled_maps(model) else NgramDrafts
+        longest = max((len(p) for p in prompts), default=0)
+        capacity = continuous.capacity(longest, max_new, drafts is not None)
         cuda = model.device.type == "cuda"
         free = torch.cuda.mem_get_info()[0] if cuda else int(available_memory())
         slots = self.batch_size or continuous.choose_slots(model, len(prompts), capacity, free, cuda)

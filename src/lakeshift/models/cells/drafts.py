@@ -14,9 +14,11 @@ whatever the map's size:
 - the **draft** after a token: the tokens after its counterpart, through the end of the first redrawn map
   they reach (edge ``MAP_END``) at most: a draft never runs past the map it is about into the text after.
 
-A draft only proposes: a decoder keeps of it the longest prefix its own greedy choices agree with (and its
-own next token), so what it writes is what it would have written token by token. The rule is causal, like
-the position rule: :class:`MapDrafts` is fed a sequence piece by piece with the channels the walker gave.
+The ``speculative`` engine's draft source for such a model (:mod:`lakeshift.models.backends.drafts`; prompt
+lookup for other models). A draft only proposes: a decoder keeps of it the longest prefix its own greedy
+choices agree with (and its own next token), so what it writes is what it would have written token by
+token. The rule is causal, like the position rule: :class:`MapDrafts` is fed a sequence piece by piece with
+the channels the walker gave.
 
 Example (the map ``P G`` in one row, then two frames ``> G`` and ``> G``; ids: 1 ``P``, 2 ``  G``, 3 the
 newline, 4 ``>``, 5 ``Wave``, 9 ``Grid:``):
@@ -29,7 +31,7 @@ newline, 4 ``>``, 5 ``Wave``, 9 ``Grid:``):
     >>> ids = [9, 3, 1, 2, 3, 5, 3, 4, 2, 3, 5, 3]
     >>> drafts = MapDrafts()
     >>> drafts.feed(ids, CellWalker(rule).feed(ids))
-    >>> drafts.draft(limit=10)  # after the second frame's first cell (chosen, not fed): the first's rest
+    >>> drafts.draft(4, limit=10)  # after the second frame's first cell (chosen, not fed): the first's rest
     [2, 3]
 """
 
@@ -53,8 +55,10 @@ class MapDrafts:
         self.shows: dict[tuple[int, int, int], int] = {}  # (map, row, col) -> the token that shows it
         self.predicted: tuple[int, int, int] = (0, 0, 0)  # map, row, col the token fed last predicts
 
-    def feed(self, ids: Sequence[int], channels: tuple[list[int], ...]) -> None:
+    def feed(self, ids: Sequence[int], channels: tuple[list[int], ...] | None) -> None:
         """Reads ``ids`` with their position-rule channels (``CellWalker.feed``)."""
+        if channels is None:
+            raise ValueError("map drafts read a cells model's channels")
         rows, cols, _, numbers, edges = channels
         for tok, row, col, number, edge in zip(ids, rows, cols, numbers, edges, strict=True):
             here = len(self.ids)
@@ -65,9 +69,9 @@ class MapDrafts:
             self.edges.append(edge)
             self.predicted = (number, row, col) if number else (0, 0, 0)
 
-    def draft(self, limit: int) -> list[int]:
-        """At most ``limit`` tokens to propose after the token that follows those fed (a decoder's choice not
-        yet fed); none where that token has no counterpart."""
+    def draft(self, after: int, limit: int) -> list[int]:
+        """At most ``limit`` tokens to propose after ``after``, the token chosen after those fed (its
+        counterpart is known from the tokens before it); none where it has no counterpart."""
         start = self._counterpart()
         if start == NONE or limit <= 0:
             return []
