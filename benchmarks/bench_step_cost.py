@@ -27,10 +27,11 @@ def timed_decode(model, prompts, new: int, stop: int, walker) -> dict[int, list[
     times: dict[int, list[float]] = defaultdict(list)
     step = continuous._step
 
-    def timed(model_, cache, state, walkers):
+    def timed(model_, cache, state, walkers, drafts, fork):
         began = time.perf_counter()
-        out = step(model_, cache, state, walkers)
-        times[(state.t - state.longest) // 1000 * 1000].append(time.perf_counter() - began)
+        out = step(model_, cache, state, walkers, drafts, fork)
+        column = int(state.ends()[state.live].max()) - state.longest
+        times[column // 1000 * 1000].append(time.perf_counter() - began)
         return out
 
     continuous._step = timed

@@ -78,10 +78,15 @@ def test_a_draft_is_what_follows_the_counterpart_to_its_maps_end_at_most(tokeniz
     if q == NONE or limit == 0:
         assert draft == []
         return
-    assert draft == ids[q + 1 : q + 1 + len(draft)] and 1 <= len(draft) <= limit
-    edges = channels[4][q + 1 : q + 1 + len(draft)]
-    assert MAP_END not in edges[:-1]  # it stops at the first map end
-    assert len(draft) == limit or edges[-1] == MAP_END or q + 1 + len(draft) == cut
+    end = q + 1 + len(draft)
+    assert draft == ids[q + 1 : end] and 1 <= len(draft) <= limit
+    numbers, edges = channels[3], channels[4]
+    # it ends with the first map it reaches: a redrawn map's end, or the token before one leaving a map
+    assert MAP_END not in edges[q + 1 : end - 1]
+    mapped = [i for i in range(q + 1, end) if numbers[i]]
+    assert not mapped or all(numbers[i] for i in range(mapped[0], end))
+    left = bool(mapped) and end < len(ids) and not numbers[end]
+    assert len(draft) == limit or edges[end - 1] == MAP_END or left or end == cut
 
 
 def test_a_grid_traces_drafts_differ_from_the_map_only_where_the_move_changed_it(tokenizer) -> None:
@@ -246,10 +251,10 @@ def test_drafts_from_the_answer_itself_are_accepted_and_change_nothing(tokenizer
     assert any(a[-1] in stop for a in plain) and any(len(a) == 48 for a in plain)
     noise = random.Random(0)
 
-    def from_the_answer(self: Any, slot: int) -> list[int]:
+    def from_the_answer(self: Any, slot: int, longest: int, after: int) -> list[int]:
         answer = plain[self.state.request[slot] % len(plain)]
         done = int(self.state.counts[slot])
-        draft = answer[done : min(done + noise.randint(0, 30), 48 - 1)]  # (the room the cap leaves)
+        draft = answer[done : done + min(noise.randint(0, 30), longest)]
         if draft and noise.random() < 0.5:
             draft[noise.randrange(len(draft))] = noise.randrange(len(tokenizer))
         return draft
@@ -257,6 +262,7 @@ def test_drafts_from_the_answer_itself_are_accepted_and_change_nothing(tokenizer
     realigned = []
     realign = continuous.SlotCache.realign
     monkeypatch.setattr(continuous._Loop, "draft", from_the_answer)
+    monkeypatch.setattr(MapDrafts, "_counterpart", lambda self: 0)  # every slot ready to draft
     # as few columns as a slot's longest span and block need: the columns realign often
     monkeypatch.setattr(continuous, "capacity", lambda longest, new, drafts: longest + new + 32)
     monkeypatch.setattr(

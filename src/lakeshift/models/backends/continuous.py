@@ -54,10 +54,16 @@ SUPPORTED = ("qwen2", "lakeshift_cells")
 #: The most slots on a CPU: larger batches of a small model gain little more tokens/s per core there.
 MAX_SLOTS_CPU = 256
 MAX_SLOTS_GPU = 1024
+#: With drafts on a CPU, the tokens one pass computes at most (every slot's block is padded to the longest
+#: draft): a pass there is bound by its compute, not by its count (benchmarks/README.md).
+PASS_TOKENS_CPU = 8192
 #: Prompts prefilled in one forward pass (their attention scores are held at once).
 PREFILL_ROWS = 64
 #: The longest draft a pass verifies per slot (a map of 29x29 cells and its text is shorter).
 MAX_DRAFT = 1024
+#: Under ``attention: local``, the block positions (from a slot's last token on) where a draft may hold a
+#: token that attends fully (a frame's header); a later one ends the draft.
+FULL_LEAD = 8
 #: Share of the free memory the cache may take when the slot count is chosen.
 CACHE_MEMORY_SHARE = 0.25
 #: The attention function the loop registers with transformers (``AttentionInterface``) for an ``sdpa``
@@ -295,18 +301,26 @@ class _Loop:
             if self.admit(greedy):
                 continue
             self.compact()
-            drafts = [self.draft(slot) if request >= 0 else [] for slot, request in enumerate(state.request)]
+            longest = MAX_DRAFT
+            if state.device.type == "cpu":
+                longest = max(1, PASS_TOKENS_CPU // len(state.request) - 1)
+            last, counts = state.tokens.tolist(), state.counts.tolist()
+            drafts = [
+                self.draft(slot, min(longest, self.max_new - counts[slot] - 1), last[slot])
+                if r >= 0 and self.drafts[slot].ready  # type: ignore[union-attr]
+                else []
+                for slot, r in enumerate(state.request)
+            ]
             width = 1 + max(len(d) for d in drafts)
             self.make_room(width)
-            last = state.tokens.tolist()
             if width == 1:  # no draft anywhere: a step as :meth:`run`'s
                 logits, read = _step(self.model, self.cache, state, self.walkers, drafts, False)
                 state.positions += 1
                 live = state.live_slots()
                 for slot in live:
-                    channels = read[slot] if read else None
-                    self.drafts[slot].feed([last[slot]], channels)  # type: ignore[union-attr]
-                    self.guesses[slot] = []
+                    self.drafts[slot].feed([last[slot]], read[slot] if read else None)  # type: ignore[union-attr]
+                    if self.guesses[slot]:
+                        self.guesses[slot] = []
                 self.settle(live, greedy(logits[live, 0]))
                 continue
             logits, _ = _step(self.model, self.cache, state, self.walkers, drafts, True)
@@ -352,15 +366,15 @@ class _Loop:
             shifts, width = state.realign()
             self.cache.realign(shifts, width)
 
-    def draft(self, slot: int) -> list[int]:
-        """The slot's draft: the map draft, its first tokens replaced by the model's own choices of the last
-        pass (under ``attention: local`` a token after a wrong one is still right when its own input was:
-        the draft of a frame converges in a few passes)."""
+    def draft(self, slot: int, longest: int, after: int) -> list[int]:
+        """The slot's draft after its last token ``after``, at most ``longest`` tokens: the map draft, its
+        first tokens replaced by the model's own choices of the last pass (under ``attention: local`` a
+        token after a wrong one is still right when its own input was: a frame converges in a few
+        passes)."""
         drafts = self.drafts[slot]
         if drafts is None:
             return []
-        room = self.max_new - int(self.state.counts[slot]) - 1
-        proposed = drafts.draft(int(self.state.tokens[slot]), min(MAX_DRAFT, room))
+        proposed = drafts.draft(after, longest)
         guesses = self.guesses[slot][: len(proposed)]
         return guesses + proposed[len(guesses) :]
 
@@ -556,11 +570,26 @@ def _step(
     """One pass of every slot over its last token and its draft (``drafts``, per slot): the logits after
     each, ``(slots, 1 + longest draft, vocab)``, and the channels the walkers read (none without walkers).
     The walkers read the pass's tokens (``fork``: copies of them do, the loop feeding the walkers what it
-    accepts). A free slot computes on its stale token, its result unused; a slot's block beyond its draft
-    is padding, read by nothing."""
+    accepts). Under ``attention: local`` a draft is cut before its first token past the block's first
+    :data:`FULL_LEAD` that attends fully (such a query reads every column; ``drafts`` is updated to what
+    the pass verifies). A free slot computes on its stale token, its result unused; a slot's block beyond
+    its draft is padding, read by nothing."""
     import torch
 
     device = state.device
+    tokens = state.tokens.tolist()
+    read: list[Any] = []  # per slot: channels and keys of its block (None: a free slot)
+    if any(w is not None for w in walkers):
+        for slot, w in enumerate(walkers):
+            if w is None:
+                read.append(None)
+                continue
+            channels, keys = (w.fork() if fork else w).feed([tokens[slot], *drafts[slot]])
+            if _local(model):
+                cut = next((i for i in range(FULL_LEAD, len(keys)) if keys[i] is None), len(keys))
+                drafts[slot] = drafts[slot][: cut - 1]
+                channels, keys = tuple(c[:cut] for c in channels), keys[:cut]
+            read.append((channels, keys))
     width = 1 + max(len(d) for d in drafts)
     window = int(state.begin[state.live].min())
     free = ~state.live
@@ -568,21 +597,22 @@ def _step(
     state.positions[free] = 0
     ends = state.ends()
     cache.place(ends, width, window)
-    tokens = state.tokens.tolist()
     ids = [[tok, *d, *[0] * (width - 1 - len(d))] for tok, d in zip(tokens, drafts, strict=True)]
     kwargs: dict[str, Any] = {}
     every_local = False
     fed: list[Any] = []
-    if any(w is not None for w in walkers):
-        for w, row, d in zip(walkers, ids, drafts, strict=True):
+    if read:
+        for block in read:
             # (a free slot and padding read nothing and attend to themselves only: they never make a pass
             # attend fully)
-            if w is None:
+            if block is None:
                 fed.append((([0] * width,) * CHANNELS, [_ITSELF] * width))
                 continue
-            channels, keys = (w.fork() if fork else w).feed(row[: 1 + len(d)])
-            pad = width - 1 - len(d)
-            fed.append((tuple(c + [0] * pad for c in channels), keys + [_ITSELF] * pad))
+            channels, keys = block
+            pad = width - len(keys)
+            if pad:
+                channels, keys = tuple(c + [0] * pad for c in channels), keys + [_ITSELF] * pad
+            fed.append((channels, keys))
         kwargs["cells"] = _cells([channels for channels, _ in fed], width, device)
         if _local(model):
             keys = key_tensor([keys for _, keys in fed], device, (state.begin - window).tolist())

@@ -19,7 +19,10 @@ NGRAM_DRAFT = 16
 
 
 class Drafts(Protocol):
-    """A slot's draft source, fed the slot's tokens as the engine accepts them."""
+    """A slot's draft source, fed the slot's tokens as the engine accepts them; ``ready``: whether a draft
+    may follow the next token (False: the engine asks for none)."""
+
+    ready: bool
 
     def feed(self, ids: Sequence[int], channels: tuple[list[int], ...] | None) -> None:
         """Reads ``ids`` (with their cells channels, for a cells model; else None)."""
@@ -37,6 +40,7 @@ class NgramDrafts:
     def __init__(self) -> None:
         self.ids: list[int] = []
         self.latest: dict[tuple[int, ...], int] = {}  # n-gram -> the position after its latest occurrence
+        self.ready = True
 
     def feed(self, ids: Sequence[int], channels: tuple[list[int], ...] | None = None) -> None:
         for tok in ids:

@@ -11,8 +11,9 @@ whatever the map's size:
 - its **counterpart**: the token of map ``n - 1`` that shows the same cell, when it shows a cell of a redrawn
   map ``n >= 2``; otherwise the token after the counterpart of the token before it (so text between maps is
   matched from the map it follows on); otherwise none (the prompt, its map, the first text after it);
-- the **draft** after a token: the tokens after its counterpart, through the end of the first redrawn map
-  they reach (edge ``MAP_END``) at most: a draft never runs past the map it is about into the text after.
+- the **draft** after a token: the tokens after its counterpart, through the end of the first map they
+  reach at most (a redrawn map's ``MAP_END``, or the last token of the prompt's map): a draft never runs
+  past the map it is about into the text after.
 
 The ``speculative`` engine's draft source for such a model (:mod:`lakeshift.models.backends.drafts`; prompt
 lookup for other models). A draft only proposes: a decoder keeps of it the longest prefix its own greedy
@@ -50,10 +51,12 @@ class MapDrafts:
 
     def __init__(self) -> None:
         self.ids: list[int] = []
+        self.numbers: list[int] = []
         self.edges: list[int] = []
         self.counterparts: list[int] = []
         self.shows: dict[tuple[int, int, int], int] = {}  # (map, row, col) -> the token that shows it
         self.predicted: tuple[int, int, int] = (0, 0, 0)  # map, row, col the token fed last predicts
+        self.ready = False  # the token after those fed has a counterpart
 
     def feed(self, ids: Sequence[int], channels: tuple[list[int], ...] | None) -> None:
         """Reads ``ids`` with their position-rule channels (``CellWalker.feed``)."""
@@ -66,8 +69,10 @@ class MapDrafts:
             if self.predicted[0]:
                 self.shows[self.predicted] = here
             self.ids.append(tok)
+            self.numbers.append(number)
             self.edges.append(edge)
             self.predicted = (number, row, col) if number else (0, 0, 0)
+        self.ready = self._counterpart() != NONE
 
     def draft(self, after: int, limit: int) -> list[int]:
         """At most ``limit`` tokens to propose after ``after``, the token chosen after those fed (its
@@ -75,12 +80,14 @@ class MapDrafts:
         start = self._counterpart()
         if start == NONE or limit <= 0:
             return []
-        out: list[int] = []
-        for i in range(start + 1, len(self.ids)):
-            out.append(self.ids[i])
-            if len(out) >= limit or self.edges[i] == MAP_END:
+        end = min(len(self.ids), start + 1 + limit)
+        mapped = False  # a map's token was drafted: the draft ends where that map does
+        for i in range(start + 1, end):
+            if self.edges[i] == MAP_END or (mapped and not self.numbers[i]):
+                end = i + 1 if self.edges[i] == MAP_END else i
                 break
-        return out
+            mapped = mapped or bool(self.numbers[i])
+        return self.ids[start + 1 : end]
 
     def _counterpart(self) -> int:
         """The counterpart of the token after those fed."""

@@ -43,8 +43,7 @@ newline, 4 ``>``, 5 ``Wave``, 6 ``\boxed{``, 7 ``RIGHT``, 9 ``Grid:``):
 from __future__ import annotations
 
 import copy
-from collections import ChainMap
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 
 from lakeshift.models.cells.positions import MAP_END, CellWalker, PositionRule
 
@@ -90,16 +89,16 @@ class LocalKeys:
         self.rule = rule
         self.position = 0
         # (map, row, col) -> the token that shows it
-        self.shows: MutableMapping[tuple[int, int, int], int] = {}
+        self.shows: dict[tuple[int, int, int], int] = {}
         self.start: tuple[int, int] | None = None
         self.last_map = 0
         self.previous: tuple[int, int, int] = (0, 0, 0)  # map, row, col the token before predicts
         self.answering = False  # inside ``\boxed{...}``: walked moves look up the last map
 
     def fork(self) -> LocalKeys:
-        """Keys in this state that read on without changing it (what is added goes to a layer of its own)."""
+        """Keys in this state that read on without changing it."""
         twin = copy.copy(self)
-        twin.shows = ChainMap({}, self.shows)
+        twin.shows = dict(self.shows)
         return twin
 
     def feed(self, ids: Sequence[int], channels: tuple[list[int], ...]) -> list[Keys]:
