@@ -12,12 +12,12 @@ count is chosen from the model's size and the free memory, and the loop runs the
 ``speculative`` is ``continuous`` whose greedy passes each verify a draft per slot
 (:mod:`lakeshift.models.backends.drafts`): for a cells model with ``grids: coupled`` the tokens of the map
 before at the same cells, for another model prompt lookup; what the model agrees with is accepted at once
-(sampled decoding goes token by token). ``generate`` (every
-other model, image input included, or when asked) calls transformers ``generate`` on batches of prompts of
-similar length, with a static (preallocated) KV cache where the model accepts one (the default dynamic
-cache grows by concatenation, copying the whole cache at every token). ``auto`` chooses ``speculative``
-for a cells model with ``grids: coupled``, else ``continuous`` where it applies, else ``generate``. All
-give the same greedy answers.
+(sampled decoding goes token by token). ``generate`` (every other model, image input included, or when
+asked) calls transformers ``generate`` on batches of prompts of similar length, with a static
+(preallocated) KV cache where the model accepts one (the default dynamic cache grows by concatenation,
+copying the whole cache at every token). ``auto`` chooses ``speculative`` for a cells model with
+``grids: coupled``, else ``continuous`` where it applies, else ``generate``. All give the same greedy
+answers.
 """
 
 from __future__ import annotations

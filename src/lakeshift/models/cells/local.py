@@ -88,8 +88,7 @@ class LocalKeys:
     def __init__(self, rule: PositionRule) -> None:
         self.rule = rule
         self.position = 0
-        # (map, row, col) -> the token that shows it
-        self.shows: dict[tuple[int, int, int], int] = {}
+        self.shows: dict[tuple[int, int, int], int] = {}  # (map, row, col) -> the token that shows it
         self.start: tuple[int, int] | None = None
         self.last_map = 0
         self.previous: tuple[int, int, int] = (0, 0, 0)  # map, row, col the token before predicts
