@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from lakeshift.cli import main
 
@@ -119,3 +120,18 @@ class FakeOpenAI:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def leaning_head(tokenizer: Any, hidden: int, pieces: Sequence[str]) -> Any:
+    """An output layer of a random model leaning to ``pieces`` (tokens of ``tokenizer``): its answers go on
+    writing them (a random model's answers otherwise wander off any format)."""
+    import torch
+
+    vocab = tokenizer.get_vocab()
+    head = torch.nn.Linear(hidden, len(tokenizer), bias=True)
+    with torch.no_grad():
+        head.weight.normal_(0, 0.3)
+        head.bias.fill_(-4.0)
+        for piece in pieces:
+            head.bias[vocab[piece]] = 0.0
+    return head

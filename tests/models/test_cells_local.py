@@ -22,6 +22,7 @@ from lakeshift.models.cells.positions import MAP_END
 from lakeshift.models.tokenizer import build_structured_tokenizer
 from lakeshift.traces.wave import base_frame, wave_frames, wave_path
 from tests.map_strategies import random_maps
+from tests.model_fixtures import leaning_head
 
 LOCAL = CellSpec(grids="coupled", sequence="none", attention="local")
 
@@ -210,14 +211,8 @@ def test_the_continuous_engine_answers_as_generate_does(tokenizer) -> None:
 
     model = local_model(tokenizer)
     # an output layer leaning to a frame's and an answer's tokens, so that the answers go on writing them
-    vocab = tokenizer.get_vocab()
-    head = torch.nn.Linear(32, len(tokenizer), bias=True)
-    with torch.no_grad():
-        head.weight.normal_(0, 0.3)
-        head.bias.fill_(-4.0)
-        for piece in ("\n", "  .", "  ^", "  <", "  >", "\\boxed{", ", UP", ", LEFT", "Wave", "}"):
-            head.bias[vocab[piece]] = 0.0
-    model.lm_head = head
+    pieces = ("\n", "  .", "  ^", "  <", "  >", "\\boxed{", ", UP", ", LEFT", "Wave", "}")
+    model.lm_head = leaning_head(tokenizer, 32, pieces)
     maps = [["FGF", "FHF", "FSH"], ["FFFG", "FHFF", "SFHF", "FFFF"], ["GFFF", "FHHF", "FFFF", "FFFS"]]
     prompts = []
     for rows in maps:

@@ -22,6 +22,7 @@ from lakeshift.models.cells.drafts import NONE, MapDrafts
 from lakeshift.models.cells.positions import MAP_END
 from lakeshift.models.tokenizer import build_structured_tokenizer
 from tests.map_strategies import random_maps
+from tests.model_fixtures import leaning_head
 
 COUPLED = CellSpec(grids="coupled", sequence="none")
 
@@ -203,14 +204,8 @@ def model_of(tokenizer: Any, kind: str, leaning: bool = True) -> Any:
                     layer.self_attn.slot_keys.weight.normal_(0, 1.0)
                     layer.self_attn.slot_values.weight.normal_(0, 1.0)
     if leaning:
-        vocab = tokenizer.get_vocab()
-        head = torch.nn.Linear(32, len(tokenizer), bias=True)
-        with torch.no_grad():
-            head.weight.normal_(0, 0.3)
-            head.bias.fill_(-4.0)
-            for piece in ("\n", "  .", "  ^", "  <", "  >", "  X", "  P", "  G", "Wave", "\\boxed{"):
-                head.bias[vocab[piece]] = 0.0
-        model.lm_head = head
+        pieces = ("\n", "  .", "  ^", "  <", "  >", "  X", "  P", "  G", "Wave", "\\boxed{")
+        model.lm_head = leaning_head(tokenizer, 32, pieces)
     return model.eval()
 
 
@@ -285,23 +280,22 @@ def test_predict_records_the_engine_and_its_passes(tokenizer, tmp_path: Path) ->
     model = model_of(tokenizer, "local", leaning=False)
     model.save_pretrained(tmp_path / "ckpt")
     tokenizer.save_pretrained(tmp_path / "ckpt")
-    rows = {}
-    for engine in ("generate", "speculative", "auto"):
-        out = tmp_path / f"{engine}.jsonl"
+
+    def predict(engine: str, *decoding: str) -> list[dict]:
+        out = tmp_path / f"{engine}-{len(decoding)}.jsonl"
         argv = ["predict", "--model", str(tmp_path / "ckpt"), "--data", str(data), "--split", "id-test"]
         argv += ["--input", "grid", "--cot", "grid", "--prompt", "map-only", "--out", str(out)]
-        argv += ["--max-new-tokens", "24", "--engine", engine]
+        argv += ["--max-new-tokens", "24", "--engine", engine, *decoding]
         assert main(argv) == 0
-        rows[engine] = [json.loads(line) for line in out.read_text().splitlines()]
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+    rows = {engine: predict(engine) for engine in ("generate", "speculative", "auto")}
     assert [r["output"] for r in rows["generate"]] == [r["output"] for r in rows["speculative"]]
-    sampled = {}
-    for engine in ("continuous", "speculative"):  # sampled: token by token, the same draws
-        out = tmp_path / f"sampled-{engine}.jsonl"
-        argv = ["predict", "--model", str(tmp_path / "ckpt"), "--data", str(data), "--split", "id-test"]
-        argv += ["--input", "grid", "--cot", "grid", "--prompt", "map-only", "--out", str(out)]
-        argv += ["--max-new-tokens", "24", "--engine", engine, "--temperature", "1.0", "--seed", "3"]
-        assert main(argv) == 0
-        sampled[engine] = [json.loads(line)["output"] for line in out.read_text().splitlines()]
+    # sampled: token by token, the same draws
+    sampled = {
+        engine: [r["output"] for r in predict(engine, "--temperature", "1.0", "--seed", "3")]
+        for engine in ("continuous", "speculative")
+    }
     assert sampled["continuous"] == sampled["speculative"] != [r["output"] for r in rows["generate"]]
     assert {r["engine"] for r in rows["auto"]} == {"speculative"}
     assert all(1 <= r["n_passes"] <= r["n_output_tokens"] for r in rows["speculative"])
