@@ -8,6 +8,8 @@ import io
 import re
 from pathlib import Path
 
+import pytest
+
 from lakeshift import FrozenLakeMap, completion, render
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +58,27 @@ def test_the_setup_commands_are_the_manuals():
         return [block for language, block in fenced_blocks(path) if language == "bash"]
 
     setup = bash_blocks(README)[0]
-    assert 'pip install -e ".[train]" && lakeshift demo' in setup
+    assert 'pip install -c constraints.txt -e ".[train]" && lakeshift demo' in setup
     assert 'pip install -e ".[train,dev,reasoning-gym,inspect]" && python -m pytest' in setup
     assert setup in bash_blocks(REPO / "docs" / "index.md")
+
+
+def test_the_constraints_pin_versions_the_package_accepts():
+    """``constraints.txt`` (the demo's install) pins one version of each library it names, inside the range
+    pyproject.toml gives that library, and pins every library of the ``train`` extra."""
+    from packaging.requirements import Requirement
+
+    tomllib = pytest.importorskip("tomllib")  # (Python 3.11 and later)
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["train"]
+    ranges = {Requirement(r).name: Requirement(r).specifier for r in extra}
+    pins = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if line.split("#")[0].strip():
+            req = Requirement(line.split("  #")[0])
+            (spec,) = req.specifier
+            assert spec.operator == "==", line
+            pins[req.name] = spec.version
+    assert set(ranges) <= set(pins), set(ranges) - set(pins)
+    for name, spec in ranges.items():
+        assert spec.contains(pins[name]), (name, pins[name], str(spec))

@@ -128,8 +128,8 @@ def test_every_plotted_point_carries_its_interval_at_small_n(tmp_path: Path) -> 
 
 
 def test_a_folder_named_for_a_path_cot_gives_its_formats(tmp_path: Path) -> None:
-    """The demo's second model trains on the coordinate-path CoT: its folder ``grid__coords`` names its
-    formats as ``grid__none`` does, instead of leaving them unknown (``?``)."""
+    """A model trained on the coordinate-path CoT: its folder ``grid__coords`` names its formats as
+    ``grid__none`` does, instead of leaving them unknown (``?``)."""
     data = make_suite(tmp_path, per_size=2)
     runs = tmp_path / "runs"
     noisy_predictions(data, runs, "grid__coords", 1, cot="coords")

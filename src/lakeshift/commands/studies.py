@@ -40,13 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "demo",
-        help="the main job on a CPU: data, two fine-tuned small models, predictions, report",
+        help="the main job on a CPU: data, two small models trained, predictions, report",
         description=(
-            "Generate data, fine-tune the shipped base model mini-cells-base for two formats (grid input "
-            "without CoT and with the coordinate-path CoT), predict on the ID and both OOD splits with the "
-            "random-walk and greedy baselines, score and write a report. Each model trains a fixed number of "
-            "steps, so the numbers are the same on every machine; under 15 minutes on 2 CPU cores (the "
-            "built-in config: lakeshift/studies/demo.yaml)."
+            "Generate data, train two small models on grid input, without CoT (the shipped base "
+            "mini-cells-base fine-tuned) and with the wave CoT (mini-cells with local attention, from "
+            "scratch), predict on the ID and both OOD splits with the random-walk and greedy baselines, "
+            "score and write a report. Each model trains a fixed number of steps, so on one machine and "
+            "library set the numbers repeat exactly; under 15 minutes on 2 CPU cores (the built-in config: "
+            "lakeshift/studies/demo.yaml)."
         ),
     )
     p.add_argument(
