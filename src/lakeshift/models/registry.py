@@ -436,14 +436,6 @@ def _spec_from_config(
     )
 
 
-#: The weights of a cells model's embedding parts, by the spec field that needs them (``""``: every one).
-CELL_WEIGHTS = {
-    "": ("model.embed_tokens.row.weight", "model.embed_tokens.col.weight"),
-    "player": ("model.embed_tokens.player.weight",),
-    "order": ("model.embed_tokens.order.weight",),
-}
-
-
 def weight_names(folder: Path) -> tuple[str, set[str]] | None:
     """The tensor names of a saved model's full weights, read from the safetensors header (or the shards'
     index) without loading a tensor, and the file they were read from; ``None`` without such weights (an
@@ -466,10 +458,13 @@ def weight_names(folder: Path) -> tuple[str, set[str]] | None:
 def check_cells_checkpoint(folder: Path, config: dict[str, Any]) -> None:
     """A local checkpoint's cells settings, checked where it is loaded, without reading a tensor: a cells
     model's spec and token tables (:meth:`cells.CellSpec.from_json` or ``from_legacy``,
-    :meth:`cells.CellVocab.from_config` or ``from_legacy``) are valid, none that the rule needs is empty,
-    every token id is in the vocabulary, and its weights hold the parts the spec uses; a checkpoint whose
-    weights are a cells model's is declared one (another ``model_type`` would drop its row and column
-    embeddings without a word).
+    :meth:`cells.CellVocab.from_config` or ``from_legacy``) are valid, the spec is there beside its tables,
+    none of the tables lakeshift saves with the spec is left out (:func:`cells.absent_table`) and none that
+    the rule needs is empty, every token id is in the vocabulary, and its weights are those its spec makes
+    (:func:`cells.weight_mismatch`: a part the spec makes that the weights lack would start from random
+    weights, one they hold that the spec does not make would be dropped); a checkpoint whose weights are a
+    cells model's is declared one (another ``model_type`` would drop its row and column embeddings without
+    a word).
 
     Raises:
         LakeshiftError: ``FOLDER/config.json: FIELD: problem``.
@@ -479,7 +474,7 @@ def check_cells_checkpoint(folder: Path, config: dict[str, Any]) -> None:
     model_type = config.get("model_type")
     if model_type != cells.MODEL_TYPE:
         keys = [k for k in config if k == "cells" or k.startswith("cell_")]
-        rows = weights is not None and CELL_WEIGHTS[""][0] in weights[1]
+        rows = weights is not None and "model.embed_tokens.row.weight" in weights[1]
         if keys or rows:
             held = (
                 f"its {weights[0] if weights else ''} holds row and column embeddings"
@@ -492,6 +487,11 @@ def check_cells_checkpoint(folder: Path, config: dict[str, Any]) -> None:
             )
         return
     legacy = "cells" not in config
+    if legacy and "cell_vocab" in config:
+        raise LakeshiftError(
+            f"{where}: cells: missing, but the config has cell_vocab (lakeshift saves the spec beside its "
+            "tables: without it the model would load with the default spec, not the one it was trained with)"
+        )
     if legacy:
         spec = cells.CellSpec.from_legacy(config, str(where))
     else:
@@ -501,6 +501,13 @@ def check_cells_checkpoint(folder: Path, config: dict[str, Any]) -> None:
             cells.CellVocab.from_config(config["cell_vocab"], f"{where}: cell_vocab"),
             "cell_vocab.",
         )
+        absent = cells.absent_table(config["cell_vocab"], config["cells"])
+        if absent:
+            lost = {"wave": "each wave frame's grid would get no cells"}.get(absent, "its tokens go unread")
+            raise LakeshiftError(
+                f"{where}: cell_vocab.{absent}: missing (lakeshift saves every table with this spec; without "
+                f"it {lost})"
+            )
     else:
         vocab, prefix = cells.CellVocab.from_legacy(config, str(where)), "cell_"
     missing = vocab.missing(walks=spec.walk != "none")
@@ -516,17 +523,48 @@ def check_cells_checkpoint(folder: Path, config: dict[str, Any]) -> None:
             raise LakeshiftError(f"{where}: {prefix}{problem}")
     if weights is None:
         return
-    for part, names in CELL_WEIGHTS.items():
-        if part and not getattr(spec, part):
-            continue
-        absent = [n for n in names if n not in weights[1]]
-        if absent:
-            field = ("cell_" if legacy else "cells.") + part if part else "model_type"
-            said = f"{field}: true" if part else f"model_type: {cells.MODEL_TYPE}"
-            raise LakeshiftError(
-                f"{where}: {said}, but {folder / weights[0]} has no {absent[0]} (it would start from random "
-                "weights)"
-            )
+    layers = config.get("num_hidden_layers")
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        layers = len({n.split(".")[2] for n in weights[1] if n.startswith("model.layers.")})
+    mismatch = cells.weight_mismatch(spec, weights[1], layers)
+    if mismatch:
+        raise LakeshiftError(_weights_message(where, folder / weights[0], spec, legacy, *mismatch))
+
+
+#: The flat config keys of the spec fields a checkpoint of an earlier generation saved (``cell_*``).
+_LEGACY_KEYS = {"grids": "cell_grids", "player": "cell_player", "order": "cell_order"}
+
+
+def _weights_message(
+    where: Path | str,
+    file: Path | str,
+    spec: cells.CellSpec,
+    legacy: bool,
+    name: str,
+    part: str,
+    needed: bool,
+) -> str:
+    """The one line saying that a cells checkpoint's config (``where``) and its weights (``file``) disagree
+    on the weight ``name`` of ``part``: the spec makes it and the weights lack it (``needed``), or the
+    weights hold it and the spec does not make it; named by the field that decides it."""
+
+    def shown(value: Any) -> str:
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    need = cells.PARTS.get(part)
+    if need is None:
+        said = f"model_type: {cells.MODEL_TYPE}"
+    else:
+        field = need[0]
+        key = _LEGACY_KEYS.get(field, f"cells.{field}") if legacy else f"cells.{field}"
+        said = f"{key}: {shown(getattr(spec, field))}"
+    if needed:
+        return f"{where}: {said}, but {file} has no {name} (it would start from random weights)"
+    made_by = f"only {need[0]}: {shown(need[1])} makes" if need else "no cells field makes"
+    return (
+        f"{where}: {said}, but {file} holds {name}, a weight {made_by} (loading would drop the trained "
+        "weight without a word)"
+    )
 
 
 def cell_spec(spec: ModelSpec) -> cells.CellSpec:
@@ -765,13 +803,39 @@ def load_model(spec: ModelSpec, dtype: Any = None) -> Any:
         cells.register_vision()
     cls = AutoModelForImageTextToText if spec.vision else AutoModelForCausalLM
     kwargs = {"dtype": dtype} if dtype is not None else {}
-    model = cls.from_pretrained(spec.source, **kwargs)
-    if spec.model_type == cells.MODEL_TYPE:
-        vocab = cells.CellVocab.from_config(model.config.cell_vocab)
-        if not vocab.complete:  # a legacy checkpoint saved without the markers: its tokenizer's
-            tokenizer = tokenizer_of(load_processing(spec))
-            cells.set_vocab(model, vocab.with_words_of(cells.CellVocab.from_tokenizer(tokenizer)))
+    if spec.model_type != cells.MODEL_TYPE:
+        return cls.from_pretrained(spec.source, **kwargs)
+    model, info = cls.from_pretrained(spec.source, output_loading_info=True, **kwargs)
+    problem = _loaded_weights_problem(spec, model, info)
+    if problem:
+        raise LakeshiftError(problem)
+    vocab = cells.CellVocab.from_config(model.config.cell_vocab)
+    if not vocab.complete:  # a legacy checkpoint saved without the markers: its tokenizer's
+        tokenizer = tokenizer_of(load_processing(spec))
+        cells.set_vocab(model, vocab.with_words_of(cells.CellVocab.from_tokenizer(tokenizer)))
     return model
+
+
+def _loaded_weights_problem(spec: ModelSpec, model: Any, info: dict[str, Any]) -> str | None:
+    """What a loaded cells model's spec built and its weights held disagree on (transformers' loading
+    info: a weight the model has that the checkpoint lacked starts random, one the checkpoint held that the
+    model has no place for is dropped), as one line naming the config and the field; or None. A local
+    checkpoint's cells parts were checked when it was resolved (:func:`check_cells_checkpoint`); this also
+    covers a hub checkpoint and any weight that is not a cells part."""
+    source = Path(spec.source or "")
+    where = source / "config.json" if source.is_dir() else f"{spec.source}: config.json"
+    disagree = [(n, True) for n in info.get("missing_keys", ())]
+    disagree += [(n, False) for n in info.get("unexpected_keys", ())]
+    if not disagree:
+        return None
+    name, needed = sorted(disagree)[0]
+    part = cells.part_of(name)
+    if part is not None and part in cells.PARTS:
+        legacy = "cells" not in spec.config
+        return _weights_message(where, spec.source or "", cells.spec_of(model), legacy, name, part, needed)
+    if needed:
+        return f"{where}: the model it describes has {name}, but its weights lack it (it would start random)"
+    return f"{where}: its weights hold {name}, but the model it describes has none (it would be dropped)"
 
 
 def tokenizer_of(processing: Any) -> Any:

@@ -9,14 +9,15 @@ ordered part and a map number) that a causal rule gives it. Seven modules, from 
   offsets, composed coordinates, the 1-D sequence position), checked as one; saved as ``config.json``'s
   ``cells``;
 - :mod:`~lakeshift.models.cells.vocab`: :class:`CellVocab`, the token ids the rule reads, derived from the
-  tokenizer;
+  tokenizer (:func:`absent_table`: a saved one that lacks a table);
 - :mod:`~lakeshift.models.cells.positions`: the rule itself (:func:`cell_positions`, :class:`CellWalker`),
   testable without torch;
 - :mod:`~lakeshift.models.cells.local`: under ``attention: local``, which earlier tokens each token attends
   to (:class:`LocalKeys`; :class:`TokenReader` reads both rules), testable without torch;
 - :mod:`~lakeshift.models.cells.drafts`: the map before at the same cells, the drafts a decoder verifies
   (:class:`MapDrafts`), testable without torch;
-- :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`;
+- :mod:`~lakeshift.models.cells.modeling`: the transformers classes (:func:`register`), :func:`set_spec`,
+  the weights each spec makes (:data:`PARTS`; :func:`weight_mismatch` against a checkpoint's);
 - :mod:`~lakeshift.models.cells.vision`: the same coupling for a vision model's visual tokens
   (:func:`register_vision`): each merged token gets its row and column in the image's token grid.
 
@@ -29,12 +30,17 @@ from lakeshift.models.cells.local import LocalKeys, TokenReader
 from lakeshift.models.cells.modeling import (
     MODEL_TYPE,
     ORDER_SCALE,
+    PARTS,
     check_sizes,
+    part_of,
+    part_weights,
+    parts,
     register,
     set_spec,
     set_vocab,
     shifted,
     spec_of,
+    weight_mismatch,
 )
 from lakeshift.models.cells.positions import MAX_CELL, MAX_FRAME, CellWalker, PositionRule, cell_positions
 from lakeshift.models.cells.spec import (
@@ -46,7 +52,7 @@ from lakeshift.models.cells.spec import (
     parse_overrides,
 )
 from lakeshift.models.cells.vision import VISION_MODEL_TYPE, register_vision
-from lakeshift.models.cells.vocab import CellVocab
+from lakeshift.models.cells.vocab import CellVocab, absent_table
 
 __all__ = [
     "FIELDS",
@@ -55,6 +61,7 @@ __all__ = [
     "MAX_FRAME",
     "MODEL_TYPE",
     "ORDER_SCALE",
+    "PARTS",
     "VISION_MODEL_TYPE",
     "CellSpec",
     "CellVocab",
@@ -63,15 +70,20 @@ __all__ = [
     "MapDrafts",
     "PositionRule",
     "TokenReader",
+    "absent_table",
     "cell_positions",
     "check_overrides",
     "check_sizes",
     "format_overrides",
     "parse_overrides",
+    "part_of",
+    "part_weights",
+    "parts",
     "register",
     "register_vision",
     "set_spec",
     "set_vocab",
     "shifted",
     "spec_of",
+    "weight_mismatch",
 ]

@@ -10,6 +10,7 @@ torch and transformers are imported when :func:`register` runs, not with this mo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,24 @@ MODEL_TYPE = "lakeshift_cells"
 ORDER_SCALE = 10.0
 
 _registered: dict[str, Any] = {}
+
+#: The parts a cells model has beyond Qwen2's, each with the spec field and the value of it that makes the
+#: part (``None``: every cells model has it). The model is built from :func:`parts`, and a checkpoint's
+#: weights are checked against the same table (:func:`weight_mismatch`).
+PARTS: dict[str, tuple[str, Any] | None] = {
+    "row": None,
+    "col": None,
+    "player": ("player", True),
+    "order": ("order", True),
+    "frame": ("grids", "coupled"),
+    "edge": ("grids", "coupled"),
+    "slot_keys": ("attention", "local"),
+    "slot_values": ("attention", "local"),
+}
+#: The parts each attention layer holds (the others are the cells embedding's).
+LAYER_PARTS = ("slot_keys", "slot_values")
+_EMBEDDING_WEIGHT = re.compile(r"model\.embed_tokens\.(\w+)\.\w+")
+_LAYER_WEIGHT = re.compile(r"model\.layers\.\d+\.self_attn\.(slot_\w+)\.\w+")
 
 
 def check_sizes(model_type: str | None, sizes: Iterable[int], where: str) -> None:
@@ -52,6 +71,55 @@ def shifted(index: Any, limit: int = MAX_CELL) -> Any:
     return torch.where(index > 0, index + offset, index)
 
 
+def parts(spec: CellSpec) -> dict[str, bool]:
+    """Which parts of :data:`PARTS` a cells model of ``spec`` has.
+
+    Example:
+        >>> [part for part, on in parts(CellSpec(grids="coupled")).items() if on]
+        ['row', 'col', 'frame', 'edge']
+    """
+    return {part: need is None or getattr(spec, need[0]) == need[1] for part, need in PARTS.items()}
+
+
+def part_weights(spec: CellSpec, layers: int) -> dict[str, str]:
+    """The weight names of the parts a cells model of ``spec`` with ``layers`` attention layers has (as its
+    ``state_dict`` and ``model.safetensors`` name them), each with its part."""
+    names: dict[str, str] = {}
+    for part, on in parts(spec).items():
+        if on and part in LAYER_PARTS:
+            names.update({f"model.layers.{i}.self_attn.{part}.weight": part for i in range(layers)})
+        elif on:
+            names[f"model.embed_tokens.{part}.weight"] = part
+    return names
+
+
+def part_of(name: str) -> str | None:
+    """The cells part a weight name belongs to (a known one of :data:`PARTS` or not), or None for a weight
+    of Qwen2's own (the token embedding's included)."""
+    match = _EMBEDDING_WEIGHT.fullmatch(name) or _LAYER_WEIGHT.fullmatch(name)
+    return match.group(1) if match else None
+
+
+def weight_mismatch(spec: CellSpec, names: Iterable[str], layers: int) -> tuple[str, str, bool] | None:
+    """The first cells weight on which a model of ``spec`` (``layers`` attention layers) and a checkpoint
+    holding the weights ``names`` disagree, or None: ``(name, part, needed)``, ``needed`` true for a weight
+    the spec makes that the checkpoint lacks (it would start from random weights), false for one the
+    checkpoint holds that the spec does not make (loading would drop it). Parts in :data:`PARTS` order.
+
+    Example:
+        >>> weight_mismatch(CellSpec(), ["model.embed_tokens.row.weight", "model.embed_tokens.col.weight",
+        ...     "model.embed_tokens.frame.weight"], 2)
+        ('model.embed_tokens.frame.weight', 'frame', False)
+    """
+    held = {name: part for name in names if (part := part_of(name)) is not None}
+    made = part_weights(spec, layers)
+    order = {part: i for i, part in enumerate(PARTS)}
+    disagree = [(name, part, True) for name, part in made.items() if name not in held]
+    disagree += [(name, part, False) for name, part in held.items() if name not in made]
+    disagree.sort(key=lambda d: (order.get(d[1], len(order)), not d[2], d[0]))
+    return disagree[0] if disagree else None
+
+
 def spec_of(model: Any) -> CellSpec:
     """The cells spec of a loaded cells model."""
     return CellSpec.from_json(model.config.cells)
@@ -71,26 +139,24 @@ def set_spec(model: Any, spec: CellSpec) -> None:
     embedding = model.model.embed_tokens
     weight = embedding.weight
     hidden, where = weight.shape[1], {"device": weight.device, "dtype": weight.dtype}
-    parts = {
-        "player": (spec.player, lambda: torch.nn.Embedding(2, hidden, padding_idx=0, **where)),
-        "order": (spec.order, lambda: torch.nn.Linear(2, hidden, bias=False, **where)),
-        "frame": (
-            spec.grids == "coupled",
-            lambda: torch.nn.Embedding(MAX_FRAME, hidden, padding_idx=0, **where),
-        ),
-        "edge": (spec.grids == "coupled", lambda: torch.nn.Embedding(EDGES, hidden, padding_idx=0, **where)),
+    makers = {
+        "player": lambda: torch.nn.Embedding(2, hidden, padding_idx=0, **where),
+        "order": lambda: torch.nn.Linear(2, hidden, bias=False, **where),
+        "frame": lambda: torch.nn.Embedding(MAX_FRAME, hidden, padding_idx=0, **where),
+        "edge": lambda: torch.nn.Embedding(EDGES, hidden, padding_idx=0, **where),
     }
-    for name, (on, make) in parts.items():
-        if on and getattr(embedding, name) is None:
+    has = parts(spec)
+    for name, make in makers.items():
+        if has[name] and getattr(embedding, name) is None:
             part = make()
             torch.nn.init.zeros_(part.weight)
             setattr(embedding, name, part)
-        elif not on:
+        elif not has[name]:
             setattr(embedding, name, None)
     model.config.cells = spec.to_json()
     embedding.configure(spec, CellVocab.from_config(model.config.cell_vocab))
     for layer in model.model.layers:
-        layer.self_attn.set_local(spec.attention == "local")
+        layer.self_attn.set_local(has["slot_keys"])
 
 
 def set_vocab(model: Any, vocab: CellVocab) -> None:
@@ -157,7 +223,7 @@ def register() -> tuple[type, type]:
             attention.__class__ = cls
             object.__setattr__(attention, "embedding", embedding)  # not a submodule: the decoder owns it
             attention.slot_keys = attention.slot_values = None
-            attention.set_local(CellSpec.from_json(attention.config.cells).attention == "local")
+            attention.set_local(parts(CellSpec.from_json(attention.config.cells))["slot_keys"])
 
         def set_local(self, on: bool) -> None:
             """Adds (zero vectors, for a model switched to it) or removes the slot vectors."""
@@ -273,13 +339,13 @@ def register() -> tuple[type, type]:
         def __init__(self, config: CellsConfig) -> None:
             super().__init__(config.vocab_size, config.hidden_size, config.pad_token_id)
             spec = CellSpec.from_json(config.cells)
-            self.row = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
-            self.col = nn.Embedding(MAX_CELL, config.hidden_size, padding_idx=0)
-            self.player = nn.Embedding(2, config.hidden_size, padding_idx=0) if spec.player else None
-            self.order = nn.Linear(2, config.hidden_size, bias=False) if spec.order else None
-            coupled = spec.grids == "coupled"
-            self.frame = nn.Embedding(MAX_FRAME, config.hidden_size, padding_idx=0) if coupled else None
-            self.edge = nn.Embedding(EDGES, config.hidden_size, padding_idx=0) if coupled else None
+            has, hidden = parts(spec), config.hidden_size
+            self.row = nn.Embedding(MAX_CELL, hidden, padding_idx=0)
+            self.col = nn.Embedding(MAX_CELL, hidden, padding_idx=0)
+            self.player = nn.Embedding(2, hidden, padding_idx=0) if has["player"] else None
+            self.order = nn.Linear(2, hidden, bias=False) if has["order"] else None
+            self.frame = nn.Embedding(MAX_FRAME, hidden, padding_idx=0) if has["frame"] else None
+            self.edge = nn.Embedding(EDGES, hidden, padding_idx=0) if has["edge"] else None
             self.configure(spec, CellVocab.from_config(config.cell_vocab))
             self._offsets: tuple[torch.Tensor, torch.Tensor] | None = None
             self.keys: torch.Tensor | None = None

@@ -262,14 +262,20 @@ def parse_overrides(text: str) -> dict[str, Any]:
         >>> parse_overrides("grids=next,walk=trace,maps=grid+desc,player=true")
         {'grids': 'next', 'walk': 'trace', 'maps': ['grid', 'desc'], 'player': True}
 
+    A field is given once: a second value would silently replace the first.
+
     Raises:
-        LakeshiftError: a part that is not ``FIELD=VALUE``, or a bad field or value.
+        LakeshiftError: a part that is not ``FIELD=VALUE``, a field given twice, or a bad field or value.
     """
     overrides: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",")):
         name, equals, raw = part.partition("=")
         if not equals or not name:
             raise LakeshiftError(f"expected FIELD=VALUE,... (fields: {', '.join(FIELDS)}), got {part!r}")
+        if name in given:
+            raise LakeshiftError(f"{name}: given twice ({given[name]}, {part}): give each field once")
+        given[name] = part
         value: Any = raw
         if name == "maps":
             value = raw.split("+")

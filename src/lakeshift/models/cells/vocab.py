@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,6 +210,29 @@ class CellVocab:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(CellVocab)}
+#: The tables added to ``cell_vocab`` after it was first saved, each with the field of ``cells`` (the spec)
+#: added in the same version: a config whose spec has that field was saved with the table.
+LATER_TABLES: dict[str, str] = {"wave": "sequence"}
+
+
+def absent_table(values: Mapping[str, Any], spec_fields: Iterable[str]) -> str | None:
+    """The first table lakeshift saves in ``cell_vocab`` that a config's ``cell_vocab`` (``values``) lacks,
+    or None. ``spec_fields``: the fields its ``cells`` holds; a table of :data:`LATER_TABLES` is required
+    only beside the spec field saved since it (an earlier checkpoint has neither and reads no such token).
+
+    Example:
+        >>> values = CellVocab().to_config()
+        >>> absent_table({k: v for k, v in values.items() if k != "wave"}, ["grids", "sequence"])
+        'wave'
+        >>> absent_table({k: v for k, v in values.items() if k != "wave"}, ["grids"]) is None
+        True
+    """
+    fields = set(spec_fields)
+    for name in _FIELDS:
+        later = LATER_TABLES.get(name)
+        if name not in values and (later is None or later in fields):
+            return name
+    return None
 
 
 def _typed(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
