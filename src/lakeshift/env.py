@@ -40,13 +40,14 @@ so that horizontal shifts cannot wrap), which makes a BFS layer a handful of int
 
 from __future__ import annotations
 
+import numbers
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, shown
 
 RULES_VERSION = "v1"
 
@@ -94,20 +95,34 @@ class FrozenLakeMap:
         if not isinstance(n, int) or n < 2:
             raise MapError(f"map size must be an integer >= 2, got {n!r}")
         for name, cell in (("start", self.start), ("goal", self.goal)):
+            if not _is_cell(cell):
+                raise MapError(f"{name} must be a (row, column) tuple of integers, got {shown(cell)}")
             if not _inside(cell, n):
                 raise MapError(f"{name} {cell} is outside the {n}x{n} map")
         if self.start == self.goal:
             raise MapError(f"start and goal are the same cell {self.start}")
-        for cell in self.holes:
-            if not _inside(cell, n):
-                raise MapError(f"hole {cell} is outside the {n}x{n} map")
+        bad_holes = "holes must be a frozenset of (row, column) cells, got {}"
+        if isinstance(self.holes, str) or not isinstance(self.holes, Collection):
+            raise MapError(bad_holes.format(shown(self.holes)))
+        try:
+            for cell in self.holes:
+                if not _inside(cell, n):
+                    raise MapError(f"hole {cell} is outside the {n}x{n} map")
+        except (TypeError, IndexError):  # a hole that is not a pair of numbers
+            raise MapError(bad_holes.format(shown(self.holes))) from None
         if self.start in self.holes or self.goal in self.holes:
             raise MapError("start and goal must not be holes")
 
     # ----- conversions -------------------------------------------------------------------------------
     @classmethod
     def from_rows(cls, rows: Sequence[str]) -> FrozenLakeMap:
-        """Builds a map from gymnasium rows of ``S F H G`` characters."""
+        """Builds a map from gymnasium rows of ``S F H G`` characters.
+
+        Raises:
+            MapError: ``rows`` that is not a list of strings, or rows that are not a valid map.
+        """
+        if not isinstance(rows, Sequence) or not all(isinstance(row, str) for row in rows):
+            raise MapError(f"rows must be a list of strings of S, F, H and G, got {shown(rows)}")
         n = len(rows)
         holes, start, goal = set(), [], []
         for r, row in enumerate(rows):
@@ -132,6 +147,8 @@ class FrozenLakeMap:
     def from_map_desc(cls, desc: Sequence[Sequence[int]]) -> FrozenLakeMap:
         """Builds a map from Mirage's ``map_desc`` (0 frozen, -1 hole, 1 start, 2 goal)."""
         letters = {0: "F", -1: "H", 1: "S", 2: "G"}
+        if isinstance(desc, (str, bytes)) or not isinstance(desc, Iterable):
+            raise MapError(f"map_desc must be a list of rows of 0, -1, 1 and 2, got {shown(desc)}")
         rows = []
         for r, row in enumerate(desc):
             try:
@@ -205,6 +222,7 @@ class FrozenLakeMap:
 
         Raises:
             MapError: the goal is unreachable.
+            ArgumentError: an unknown ``tie_break``, or ``"uniform"`` without ``rng``.
         """
         return self._bits.path(tie_break, rng)
 
@@ -214,7 +232,12 @@ class FrozenLakeMap:
         return self._bits.count_paths()
 
     def solve(self, tie_break: TieBreak = "direct", rng: random.Random | None = None) -> Solution:
-        """Optimal length, one optimal path and the number of optimal paths at once."""
+        """Optimal length, one optimal path and the number of optimal paths at once.
+
+        Raises:
+            MapError: the goal is unreachable.
+            ArgumentError: an unknown ``tie_break``, or ``"uniform"`` without ``rng``.
+        """
         if not self.solvable:
             raise MapError("the goal is unreachable from the start")
         path = self.optimal_path(tie_break, rng)
@@ -222,8 +245,15 @@ class FrozenLakeMap:
 
     # ----- rules ------------------------------------------------------------------------------------------
     def step(self, cell: Cell, move: str) -> Cell:
-        """The cell after one move from ``cell`` (off-edge moves stay in place; holes are not checked)."""
-        dr, dc = DELTAS[move]
+        """The cell after one move from ``cell`` (off-edge moves stay in place; holes are not checked).
+
+        Raises:
+            ArgumentError: ``move`` is not one of :data:`MOVES`.
+        """
+        try:
+            dr, dc = DELTAS[move]
+        except (KeyError, TypeError):
+            raise ArgumentError(f"move: unknown move {move!r} (expected one of {', '.join(MOVES)})") from None
         nxt = (cell[0] + dr, cell[1] + dc)
         return nxt if _inside(nxt, self.size) else cell
 
@@ -244,10 +274,17 @@ class FrozenLakeMap:
         off_edge = 0
         reached_goal_at: int | None = None
         n = 0
+        if isinstance(moves, (bytes, dict)) or not isinstance(moves, Iterable):
+            raise ArgumentError(
+                f"moves must be a sequence of moves (UP, DOWN, LEFT, RIGHT or U, D, L, R), got {shown(moves)}"
+            )
         for n, move in enumerate(moves, start=1):
-            move = LETTER_MOVES.get(move, move)
-            if move not in DELTAS:
-                raise ValueError(f"unknown move {move!r}")
+            name = LETTER_MOVES.get(move, move) if isinstance(move, str) else None
+            if name not in DELTAS:
+                raise ArgumentError(
+                    f"moves: unknown move {move!r} at move {n} (expected UP, DOWN, LEFT, RIGHT or U, D, L, R)"
+                )
+            move = name
             nxt = self.step(pos, move)
             if nxt == pos:
                 off_edge += 1
@@ -290,6 +327,15 @@ class Rollout:
     @property
     def final(self) -> Cell:
         return self.positions[-1]
+
+
+def _is_cell(cell: object) -> bool:
+    """A ``(row, column)`` tuple of two integers (numpy's included; not bools)."""
+    return (
+        isinstance(cell, tuple)
+        and len(cell) == 2
+        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in cell)
+    )
 
 
 def _inside(cell: Cell, n: int) -> bool:
@@ -433,9 +479,9 @@ def _choose_path(
         return _path_priority(layers, start, w)
     if tie_break == "uniform":
         if rng is None:
-            raise ValueError("tie_break='uniform' needs an rng")
+            raise ArgumentError("rng: tie_break='uniform' needs an rng (a random.Random)")
         return _path_uniform(layers, start, w, _path_counts(layers, start, n), rng)
-    raise ValueError(f"unknown tie_break {tie_break!r} (expected one of {', '.join(TIE_BREAKS)})")
+    raise ArgumentError(f"unknown tie_break {tie_break!r} (expected one of {', '.join(TIE_BREAKS)})")
 
 
 def _path_counts(layers: list[int], start: int, n: int) -> list[int]:

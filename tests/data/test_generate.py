@@ -160,7 +160,7 @@ def test_embedding_rejects_shortcuts() -> None:
     [
         (Group(5, 10, 0.1, d_inf_min=6), "d_inf >= 6 on a 5x5"),
         (Group(7, 10, 0.1, d_inf_min=6, length_max=5), "at least d_inf"),
-        (Group(4, 10, 1.0), "hole probability"),
+        (Group(4, 10, 1.0), "hole_prob must be a probability"),
         (Group(4, 10, 0.0, length_min=7), "optimal length >= 7"),
         (Group(1, 10, 0.1), "size"),
         (Group(4, -1, 0.1), "count"),

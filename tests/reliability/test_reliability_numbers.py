@@ -235,7 +235,7 @@ def test_report_examples_zero_is_kept_not_replaced_by_the_default(tmp_path: Path
         ("{size: 3, count: true, hole_prob: 0.2}", "count must be an integer >= 1, got True"),
         ("{size: 3, count: 0, hole_prob: 0.2}", "count must be an integer >= 1, got 0"),
         ("{size: true, count: 2, hole_prob: 0.2}", "size must be an integer >= 2, got True"),
-        ("{size: 3, count: 2, hole_prob: true}", "hole probability must be in [0, 1), got True"),
+        ("{size: 3, count: 2, hole_prob: true}", "hole_prob must be a probability in [0, 1), got True"),
         ("{size: 3, count: 2, hole_prob: 0.2, d_inf_min: 1.5}", "d_inf_min must be an integer, got 1.5"),
     ],
 )

@@ -17,7 +17,7 @@ from pathlib import Path
 from lakeshift.config import load_yaml
 from lakeshift.data import augment
 from lakeshift.data.generate import Group, SplitSpec, validate_spec
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, shown
 from lakeshift.io import read_json
 
 
@@ -90,7 +90,10 @@ def load_suite(name_or_path: str) -> list[SplitSpec]:
 
 
 def check_suite(specs: Sequence[SplitSpec]) -> None:
-    """Validates a suite: unique names, dependencies defined earlier, every group's constraints possible."""
+    """Validates a suite: a list of :class:`SplitSpec`, unique names, dependencies defined earlier, every
+    group's constraints possible."""
+    if not isinstance(specs, Sequence) or not all(isinstance(spec, SplitSpec) for spec in specs):
+        raise ArgumentError(f"specs must be a list of SplitSpec, got {shown(specs)}")
     seen: list[str] = []
     for spec in specs:
         if spec.name in seen:

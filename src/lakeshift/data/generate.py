@@ -57,7 +57,7 @@ from lakeshift.env import (
     _count_optimal_paths,
     _full_mask,
 )
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, check_int, shown
 
 _Random = random.Random
 _c_seed = _random.Random.seed
@@ -214,7 +214,7 @@ def validate_group(g: Group, where: str = "group") -> None:
         or isinstance(g.hole_prob, bool)
         or not 0.0 <= g.hole_prob < 1.0
     ):
-        raise LakeshiftError(f"{where}: hole probability must be in [0, 1), got {g.hole_prob!r}")
+        raise LakeshiftError(f"{where}: hole_prob must be a probability in [0, 1), got {g.hole_prob!r}")
     n = g.size
     dmax = n - 1 if g.d_inf_max is None else g.d_inf_max
     if g.d_inf_min > n - 1:
@@ -242,8 +242,12 @@ def validate_group(g: Group, where: str = "group") -> None:
 
 def validate_spec(spec: SplitSpec, known_splits: Collection[str] = ()) -> None:
     """Checks a split spec (names, tie-break, groups, embedding); raises LakeshiftError."""
-    if not spec.name or "/" in spec.name or spec.name.startswith("."):
-        raise LakeshiftError(f"bad split name {spec.name!r}")
+    if not isinstance(spec.name, str) or not spec.name or "/" in spec.name or spec.name.startswith("."):
+        raise LakeshiftError(
+            f"bad split name {spec.name!r} (a non-empty string without '/' that does not start with '.')"
+        )
+    if not isinstance(spec.groups, (tuple, list)) or not all(isinstance(g, Group) for g in spec.groups):
+        raise LakeshiftError(f"split {spec.name}: groups must be a tuple of Group, got {shown(spec.groups)}")
     if spec.tie_break not in TIE_BREAKS:
         raise LakeshiftError(
             f"split {spec.name}: unknown tie-break {spec.tie_break!r} "
@@ -258,8 +262,11 @@ def validate_spec(spec: SplitSpec, known_splits: Collection[str] = ()) -> None:
             raise LakeshiftError(
                 f"split {spec.name}: embed size must be an integer >= 2, got {spec.embed_size!r}"
             )
-        if not isinstance(spec.embed_hole_prob, (int, float)) or not 0.0 <= spec.embed_hole_prob < 1.0:
-            raise LakeshiftError(f"split {spec.name}: embed hole probability must be in [0, 1)")
+        p = spec.embed_hole_prob
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p < 1.0:
+            raise LakeshiftError(
+                f"split {spec.name}: embed_hole_prob must be a probability in [0, 1), got {p!r}"
+            )
     elif not spec.groups:
         raise LakeshiftError(f"split {spec.name}: no maps to generate (give groups or an embed source)")
     for i, g in enumerate(spec.groups):
@@ -552,8 +559,32 @@ def generate_map(
         forbidden: Rows (as tuples) of the training maps this split must avoid.
         sources: The source split's records, for embedded splits.
         max_attempts: Give up after this many draws.
+
+    Raises:
+        LakeshiftError: a spec :func:`validate_spec` refuses (a group's ``size`` below 2, its ``hole_prob``
+            outside [0, 1), ...), a ``seed`` that is not an integer >= 0, an ``index`` outside the split,
+            an embedded split without ``sources``, ``max_attempts`` below 1, or constraints that no map
+            met in ``max_attempts`` draws.
     """
-    total = len(sources) if spec.embed_source and sources is not None else (spec.count or 0)
+    if not isinstance(spec, SplitSpec):
+        raise ArgumentError(f"spec must be a SplitSpec, got {shown(spec)}")
+    validate_spec(spec)
+    check_int("seed", seed, 0)
+    check_int("max_attempts", max_attempts, 1)
+    if spec.embed_source:
+        if not isinstance(sources, Sequence):
+            raise ArgumentError(
+                f"sources: split {spec.name} embeds the maps of split {spec.embed_source!r}: pass that "
+                f"split's records (a list), got {shown(sources)}"
+            )
+        total = len(sources)
+    else:
+        total = spec.count or 0
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < total:
+        raise ArgumentError(
+            f"index must be an integer in [0, {total}) (split {spec.name} has {total} maps), "
+            f"got {shown(index)}"
+        )
     source = sources[index] if spec.embed_source and sources is not None else None
     return _one(spec, seed, index, total, forbidden, source, GenStats(), max_attempts)
 

@@ -11,13 +11,14 @@ line per record (:mod:`lakeshift.data.augment`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from lakeshift.data import records
 from lakeshift.env import MOVES, FrozenLakeMap
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, check_int, shown
 from lakeshift.io import read_jsonl
 
 #: The fields every record has (:func:`load_maps` requires them).
@@ -45,6 +46,10 @@ def load_maps(path: str | Path) -> list[dict[str, Any]]:
         LakeshiftError: a missing or empty file, a line that is malformed, lacks a field or disagrees with
             its map, or an id seen before (file, line, field).
     """
+    if not isinstance(path, (str, PathLike)):
+        raise ArgumentError(
+            f"path must be a split folder or a maps.jsonl file (a str or Path), got {shown(path)}"
+        )
     path = Path(path)
     if path.is_dir():
         path = path / "maps.jsonl"
@@ -143,11 +148,30 @@ def select_maps(
     ``lakeshift predict`` records these three settings in every prediction (``selection``) and the scorer
     applies the same function, so a map the subset should contain but the predictions lack is counted
     ``missing`` while the maps outside the subset are not counted at all.
+
+    Raises:
+        LakeshiftError: ``sizes`` that is not a collection of integers, ``per_size`` or ``limit`` that is
+            not ``None`` or an integer >= 1, or a map that is not a record with an integer ``size``.
     """
+    if sizes is not None and (
+        isinstance(sizes, (str, bytes, Mapping))
+        or not isinstance(sizes, Collection)
+        or not all(_is_int(n) for n in sizes)
+    ):
+        raise ArgumentError(f"sizes must be None or a collection of map sizes (integers), got {shown(sizes)}")
+    for name, value in (("per_size", per_size), ("limit", limit)):
+        if value is not None:
+            check_int(name, value, 1)
+    if isinstance(maps, (str, bytes, Mapping)) or not isinstance(maps, Iterable):
+        raise ArgumentError(f"maps must be a sequence of maps.jsonl records, got {shown(maps)}")
     out: list[Mapping[str, Any]] = []
     taken: Counter[int] = Counter()
-    for rec in maps:
-        size = int(rec["size"])
+    for i, rec in enumerate(maps):
+        if not isinstance(rec, Mapping) or not _is_int(rec.get("size")):
+            raise ArgumentError(
+                f"maps[{i}] must be a maps.jsonl record with an integer 'size', got {shown(rec)}"
+            )
+        size = rec["size"]
         if sizes and size not in sizes:
             continue
         if per_size is not None and taken[size] >= per_size:
@@ -163,8 +187,10 @@ def map_from_record(rec: Mapping[str, Any]) -> FrozenLakeMap:
     """The :class:`FrozenLakeMap` of a ``maps.jsonl`` record (from ``rows``; ``start``/``goal`` checked).
 
     Raises:
-        LakeshiftError: invalid ``rows`` or ``start``/``goal`` that disagree with them (names the map id).
+        LakeshiftError: ``rec`` is not a mapping, or invalid ``rows`` or ``start``/``goal`` that disagree
+            with them (names the map id).
     """
+    records.require_record(rec, "rec")
     return records.map_of(rec)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from lakeshift import formats, traces
 from lakeshift.env import FrozenLakeMap, MapError
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, shown
 from lakeshift.formats import prompts
 
 
@@ -32,8 +32,10 @@ def map_of(map_record: Mapping[str, Any]) -> FrozenLakeMap:
     """The map of a ``maps.jsonl`` object (``rows``; ``start``/``goal`` are checked when present).
 
     Raises:
-        LakeshiftError: missing or invalid ``rows``, or ``start``/``goal`` disagreeing with them.
+        LakeshiftError: not a mapping, missing or invalid ``rows``, or ``start``/``goal`` disagreeing with
+            them.
     """
+    require_record(map_record, "map_record")
     rid = map_record.get("id", "?")
     rows = map_record.get("rows")
     if not isinstance(rows, list) or not all(isinstance(r, str) for r in rows):
@@ -44,7 +46,11 @@ def map_of(map_record: Mapping[str, Any]) -> FrozenLakeMap:
         raise LakeshiftError(f"map {rid}: field 'rows': {err}") from None
     for field, cell in (("start", m.start), ("goal", m.goal)):
         value = map_record.get(field)
-        if value is not None and tuple(value) != cell:
+        try:
+            agrees = value is None or tuple(value) == cell
+        except TypeError:  # not a sequence
+            agrees = False
+        if not agrees:
             raise LakeshiftError(f"map {rid}: field {field!r} is {value}, but 'rows' put it at {list(cell)}")
     return m
 
@@ -155,7 +161,21 @@ def _check_names(inputs: Sequence[str], cots: Sequence[str], variant: str, table
         raise LakeshiftError(f"unknown table style {table_style!r} (expected 'compact' or 'aligned')")
 
 
+def require_record(value: Any, name: str) -> None:
+    """Refuses anything but a mapping where a ``maps.jsonl`` record is expected (parameter ``name``).
+
+    Raises:
+        ArgumentError: naming the parameter and what it got.
+    """
+    if not isinstance(value, Mapping):
+        hint = " (record_from_map gives a FrozenLakeMap's record)" if isinstance(value, FrozenLakeMap) else ""
+        raise ArgumentError(
+            f"{name} must be a maps.jsonl record (a mapping with 'rows'), got {shown(value)}{hint}"
+        )
+
+
 def _id_and_map(map_record: Mapping[str, Any]) -> tuple[str, FrozenLakeMap]:
+    require_record(map_record, "map_record")
     if "id" not in map_record:
         raise LakeshiftError("map record without an 'id' field")
     return str(map_record["id"]), map_of(map_record)

@@ -40,7 +40,7 @@ from lakeshift.data.generate import GENERATOR_VERSION, GenStats, SplitSpec, gene
 from lakeshift.data.maps import load_maps, map_from_record
 from lakeshift.data.mirage import import_id_splits
 from lakeshift.env import RULES_VERSION
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, check_int, shown
 from lakeshift.formats import INPUT_FORMATS
 from lakeshift.formats.image import render_png
 from lakeshift.io import atomic_write, dumps, read_json
@@ -110,12 +110,16 @@ def build_suite(
         A :class:`SuiteResult` (``up_to_date`` when nothing had to be done).
 
     Raises:
-        LakeshiftError: bad specs or formats, a missing or malformed ``id_source``, or a folder holding a
-            different config without ``force``. Raised before anything is written.
+        LakeshiftError: bad specs or formats, an ``out`` that is not a path, a ``seed`` that is not an
+            integer >= 0, a missing or malformed ``id_source``, or a folder holding a different config
+            without ``force``. Raised before anything is written.
     """
     say = log or (lambda msg: print(msg, file=sys.stderr))
+    if not isinstance(out, (str, os.PathLike)):
+        raise ArgumentError(f"out must be a folder path (a str or Path), got {shown(out)}")
+    check_int("seed", seed, 0)
     out = Path(out)
-    specs = list(specs)
+    specs = list(specs) if isinstance(specs, Iterable) else specs
     check_suite(specs)
     _check_formats(input_formats, cot_formats)
     inputs = [f for f in input_formats if images or f != "image"]

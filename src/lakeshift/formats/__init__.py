@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from lakeshift.env import Cell, FrozenLakeMap, MapError
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, check_choice, shown
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -63,13 +63,10 @@ class BoardState:
         """The state of map ``m`` with the player at ``player`` (default: the start).
 
         Raises:
-            ValueError: ``player`` is outside the map or on a hole (no format can draw that).
+            ArgumentError: ``player`` is not a ``(row, column)`` pair, or is outside the map or on a hole (no
+                format can draw that); a ``ValueError`` too.
         """
-        pos = m.start if player is None else (int(player[0]), int(player[1]))
-        if not m.inside(pos):
-            raise ValueError(f"player cell {pos} is outside the {m.size}x{m.size} map")
-        if pos in m.holes:
-            raise ValueError(f"player cell {pos} is a hole: no format draws a player in a hole")
+        pos = player_cell(m, player)
         return cls(m.size, m.holes, pos, None if pos == m.goal else m.goal)
 
     def to_map(self, goal: Cell | None = None) -> FrozenLakeMap:
@@ -116,6 +113,27 @@ class BoardState:
         if (r, c) == self.goal:
             return "goal"
         return "hole" if (r, c) in self.holes else "empty"
+
+
+def player_cell(m: FrozenLakeMap, player: Any) -> Cell:
+    """The cell a drawing puts the player on: ``player`` as a ``(row, column)`` pair, or ``m``'s start.
+
+    Raises:
+        ArgumentError: ``player`` is not a pair of integers, or is outside the map or on a hole.
+    """
+    if player is None:
+        return m.start
+    try:
+        if len(player) != 2:
+            raise TypeError
+        pos = (int(player[0]), int(player[1]))
+    except (TypeError, ValueError):
+        raise ArgumentError(f"player must be a (row, column) pair of integers, got {shown(player)}") from None
+    if not m.inside(pos):
+        raise ArgumentError(f"player cell {pos} is outside the {m.size}x{m.size} map")
+    if pos in m.holes:
+        raise ArgumentError(f"player cell {pos} is a hole: no format draws a player in a hole")
+    return pos
 
 
 @lru_cache(maxsize=512)
@@ -191,15 +209,14 @@ _MODULES: dict[str, ModuleType] = {}
 
 
 def _module(fmt: str) -> ModuleType:
-    module = _MODULES.get(fmt)
+    """The module of a text format; :class:`ArgumentError` naming ``fmt`` for any other name."""
+    module = _MODULES.get(fmt) if isinstance(fmt, str) else None
     if module is None:
         # Imported here, not at the top: the format modules import this package.
         from lakeshift.formats import desc, grid, table
 
         _MODULES.update(desc=desc, table=table, grid=grid)
-        if fmt not in _MODULES:
-            raise ValueError(f"unknown text format {fmt!r} (expected one of {', '.join(TEXT_FORMATS)})")
-        module = _MODULES[fmt]
+        module = _MODULES[check_choice("fmt", fmt, TEXT_FORMATS, "text format")]
     return module
 
 
@@ -228,7 +245,9 @@ def render(
         style: Table only: ``"compact"`` (default, VSP's files) or ``"aligned"`` (the paper's figure).
 
     Raises:
-        ValueError: unknown format or style, or ``player`` outside the map or on a hole.
+        ArgumentError: ``m`` that is not a :class:`FrozenLakeMap` (a ``maps.jsonl`` record's map is
+            ``map_from_record(record)``), an unknown format or style, or ``player`` that is not a cell of
+            the map off its holes; a ``ValueError`` too.
 
     Example:
         >>> from lakeshift import FrozenLakeMap, render
@@ -246,13 +265,17 @@ def render(
         >>> render(lake, "image").size  # 64 pixels a cell, as gymnasium draws it
         (192, 192)
     """
+    if not isinstance(m, FrozenLakeMap):
+        hint = " (map_from_record(record) gives a maps.jsonl record's map)" if isinstance(m, Mapping) else ""
+        raise ArgumentError(f"m must be a FrozenLakeMap, got {shown(m)}{hint}")
+    check_choice("fmt", fmt, INPUT_FORMATS, "input format")
     if fmt == "image":
         if style is not None:
-            raise ValueError(f"style {style!r} applies to the table format only")
+            raise ArgumentError(f"style {style!r} applies to the table format only")
         # Imported here: the image module pulls in numpy, pygame and Pillow, which text formats never need.
         from lakeshift.formats.image import render_image
 
-        return render_image(m, player=player)
+        return render_image(m, player=player_cell(m, player))
     return render_state(BoardState.of(m, player), fmt, style=style)
 
 
@@ -261,8 +284,8 @@ def render_state(state: BoardState, fmt: str, *, style: str | None = None) -> st
     module = _module(fmt)
     if fmt == "table":
         return module.render_state(state, style=style or "compact")
-    if style not in (None, "compact"):
-        raise ValueError(f"style {style!r} applies to the table format only")
+    if style is not None and style != "compact":
+        raise ArgumentError(f"style {style!r} applies to the table format only")
     return module.render_state(state)
 
 
@@ -271,7 +294,7 @@ def parse(text: str, fmt: str) -> BoardState:
 
     Raises:
         FormatError: the text is not one well-formed map (the message says why).
-        ValueError: unknown format.
+        ArgumentError: ``text`` that is not a string, or an unknown format (a ``ValueError`` too).
 
     Example:
         >>> from lakeshift import parse
@@ -282,7 +305,10 @@ def parse(text: str, fmt: str) -> BoardState:
         Traceback (most recent call last):
         lakeshift.formats.FormatError: grid: row 2 has 2 cells, expected 3 (square map)
     """
-    return _module(fmt).parse(text)
+    module = _module(fmt)
+    if not isinstance(text, str):
+        raise ArgumentError(f"text must be a string (one map block), got {shown(text)}")
+    return module.parse(text)
 
 
 def file_text(m: FrozenLakeMap, fmt: str) -> str:
@@ -304,6 +330,7 @@ __all__ = [
     "check_state",
     "file_text",
     "parse",
+    "player_cell",
     "render",
     "render_state",
 ]

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakeshift.env import Cell, FrozenLakeMap
+from lakeshift.errors import ArgumentError
+from lakeshift.formats import player_cell
 
 if TYPE_CHECKING:
     import numpy as np
@@ -154,11 +156,9 @@ def _tiles(cell: int) -> _Tiles:
 def _compose(m: FrozenLakeMap, player: Cell | None, facing: str, crop: bool, kind: str) -> np.ndarray:
     import numpy as np
 
-    if facing not in _ELF_FILES:
-        raise ValueError(f"unknown facing {facing!r} (expected one of {', '.join(_ELF_FILES)})")
-    pos = m.start if player is None else (int(player[0]), int(player[1]))
-    if not m.inside(pos) or pos in m.holes:
-        raise ValueError(f"cannot draw the player at {pos}: outside the map or on a hole")
+    if not isinstance(facing, str) or facing not in _ELF_FILES:
+        raise ArgumentError(f"facing: unknown facing {facing!r} (expected one of {', '.join(_ELF_FILES)})")
+    pos = player_cell(m, player)
     n = m.size
     window, cell = frame_geometry(n)
     tiles = _tiles(cell)
@@ -189,7 +189,8 @@ def render_rgb(
         crop: Drop gymnasium's black strip on 9x9 and larger maps (see the module docstring).
 
     Raises:
-        ValueError: ``player`` outside the map or on a hole, or an unknown ``facing``.
+        ArgumentError: ``player`` outside the map or on a hole, or an unknown ``facing`` (a ``ValueError``
+            too).
     """
     return _compose(m, player, facing, crop, "rgb")
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from lakeshift.errors import ArgumentError, shown
+
 SYSTEM_PROMPT = "You are a helpful assistant."
 IMAGE_PLACEHOLDER = "<image>"
 VARIANTS: tuple[str, ...] = ("train", "test")
@@ -61,13 +63,13 @@ def rule_text(variant: str) -> str:
     """The prompt of a variant with the ``<image>`` placeholder.
 
     Raises:
-        ValueError: unknown variant.
+        ArgumentError: unknown variant (a ``ValueError`` too).
     """
     if variant == "train":
         return TRAIN_PROMPT
     if variant == "test":
         return TEST_PROMPT
-    raise ValueError(f"unknown prompt variant {variant!r} (expected 'train' or 'test')")
+    raise ArgumentError(f"variant: unknown prompt variant {variant!r} (expected 'train' or 'test')")
 
 
 def user_prompt(variant: str, map_text: str | None) -> str:
@@ -78,11 +80,13 @@ def user_prompt(variant: str, map_text: str | None) -> str:
         map_text: The rendered map, or ``None`` to keep the ``<image>`` placeholder (image input).
 
     Raises:
-        ValueError: unknown variant.
+        ArgumentError: unknown variant, or ``map_text`` neither a string nor ``None`` (a ``ValueError`` too).
     """
     text = rule_text(variant)
     if map_text is None:
         return text
+    if not isinstance(map_text, str):
+        raise ArgumentError(f"map_text must be a string (a rendered map) or None, got {shown(map_text)}")
     if "\n" in map_text:
         return text.replace(" " + IMAGE_PLACEHOLDER, "\n" + map_text, 1)
     return text.replace(IMAGE_PLACEHOLDER, map_text, 1)
@@ -92,7 +96,7 @@ def split_at_image(variant: str) -> tuple[str, str]:
     """The prompt text before and after ``<image>`` (for multimodal messages: text, image, text).
 
     Raises:
-        ValueError: unknown variant.
+        ArgumentError: unknown variant (a ``ValueError`` too).
     """
     before, after = rule_text(variant).split(IMAGE_PLACEHOLDER)
     return before, after

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from lakeshift.env import Cell
+from lakeshift.errors import ArgumentError
 from lakeshift.formats import BoardState, FormatError, _base_rows, state_from_symbols
 
 SYMBOLS: dict[str, str] = {"player": "@", "goal": "*", "hole": "#", "empty": "_"}
@@ -34,10 +35,10 @@ def render_state(state: BoardState, style: str = "compact") -> str:
     """The table text of a state (no trailing newline).
 
     Raises:
-        ValueError: unknown style.
+        ArgumentError: unknown style (a ``ValueError`` too).
     """
-    if style not in _ROW_LINE:
-        raise ValueError(f"unknown table style {style!r} (expected 'compact' or 'aligned')")
+    if not isinstance(style, str) or style not in _ROW_LINE:
+        raise ArgumentError(f"style: unknown table style {style!r} (expected 'compact' or 'aligned')")
     # The lines without the player are cached per map; only the player's row is formatted anew.
     r, c = state.player
     # With the player on the goal the goal is hidden, so the map's own lines (goal drawn there) serve.

@@ -181,8 +181,8 @@ class FrozenLakeConfig:
             )
         if not _is_int(self.size) or self.size < 1:
             raise LakeshiftError(f"{where}: size must be an integer >= 1, got {self.size!r}")
-        if self.seed is not None and not _is_int(self.seed):
-            raise LakeshiftError(f"{where}: seed must be an integer or None, got {self.seed!r}")
+        if self.seed is not None and not (_is_int(self.seed) and self.seed >= 0):
+            raise LakeshiftError(f"{where}: seed must be an integer >= 0 or None, got {self.seed!r}")
         for name in ("partial_credit", "legend"):
             if not isinstance(getattr(self, name), bool):
                 raise LakeshiftError(f"{where}: {name} must be true or false, got {getattr(self, name)!r}")

@@ -3,7 +3,8 @@
 Every backend implements :class:`Backend`: ``run(items, emit)`` calls ``emit(item, generation)`` as soon as
 an answer is ready (in any order); :func:`predict` appends one JSON line per answer and flushes it, so a
 crash loses at most the answers in flight. Rerunning with the same ``--out`` skips every id already there
-(after checking the file was produced with the same model, formats, split and decoding settings).
+(after checking the file was produced with the same model, formats, split and decoding settings, and from
+the same data: :func:`lakeshift.scoring.data_version_problem`).
 
 Default ``max_new_tokens`` (``hf`` and ``vllm``): 1.25 x the longest reference completion of the split's
 SFT file for the chosen CoT format, counted with the model's own tokenizer, plus 16. The split's longest
@@ -31,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from typing import Any
 from lakeshift.config import number_problem
 from lakeshift.errors import LakeshiftError
 from lakeshift.formats import INPUT_FORMATS
-from lakeshift.io import dumps
+from lakeshift.io import dumps, file_sha256
 from lakeshift.models import cells
 from lakeshift.models.data import PROMPTS, SftSet, load_sft, prompt_turns, reference_completion
 from lakeshift.models.generation import (
@@ -52,7 +54,7 @@ from lakeshift.models.generation import (
 )
 from lakeshift.models.train_options import PROMPT_HELP, parse_sizes
 from lakeshift.options import option
-from lakeshift.scoring import stale_data_message
+from lakeshift.scoring import data_version_problem
 from lakeshift.traces import COT_FORMATS
 
 BACKENDS = ("hf", "vllm", "openai")
@@ -271,9 +273,30 @@ def default_max_new_tokens(full: SftSet, backend: Backend) -> int | None:
     return math.ceil(1.25 * max(c for c in counts if c is not None)) + 16
 
 
-def _read_done(out: Path, expect: dict[str, Any], data: SftSet) -> set[str]:
+def maps_file(sft: SftSet) -> Path:
+    """The ``maps.jsonl`` of an SFT set's split: the maps a ``map-only`` prompt is made of, and those its
+    answers are scored against."""
+    return sft.split_dir / "maps.jsonl"
+
+
+def data_versions(sft: SftSet) -> dict[str, tuple[str, Path]]:
+    """What a predictions row is tied to, by the field that records it: the hash and path of the SFT file
+    (``data_sha256``, the prompts as written) and of the split's ``maps.jsonl`` (``maps_sha256``, the maps a
+    ``map-only`` prompt is built from and every answer is scored against), when there is one."""
+    versions = {"data_sha256": (sft.sha256, sft.path)}
+    maps = maps_file(sft)
+    if maps.is_file():
+        versions["maps_sha256"] = (file_sha256(maps), maps)
+    return versions
+
+
+def _read_done(
+    out: Path, expect: dict[str, Any], versions: Mapping[str, tuple[str, Path]], sizes: Mapping[str, int]
+) -> set[str]:
     """Ids already in ``out``; drops a torn last line left by a crash; checks the settings match and that
-    the rows answer this version of the data (``data_sha256``: a regenerated split reuses its ids)."""
+    the rows answer this version of the data (:func:`lakeshift.scoring.data_version_problem`: the SFT
+    file and the maps file by their hashes, each map by its size; a regenerated or edited split keeps its
+    ids)."""
     if not out.is_file():
         return set()
     raw = out.read_bytes()
@@ -304,8 +327,9 @@ def _read_done(out: Path, expect: dict[str, Any], data: SftSet) -> set[str]:
                     f"but this run has {expect.get(key)!r}; "
                     "use another --out (or delete the file) instead of mixing settings"
                 )
-        if row.get("data_sha256") not in (None, data.sha256):
-            raise LakeshiftError(stale_data_message(f"{out}, line {lineno}", row["data_sha256"], data.path))
+        problem = data_version_problem(f"{out}, line {lineno}", row, versions, sizes)
+        if problem:
+            raise LakeshiftError(problem)
         done.add(str(row["id"]))
     if len(good) != len(raw):
         # A crash mid-write leaves a torn line: cut it so the file stays valid JSONL.
@@ -381,8 +405,12 @@ def predict(
     else:
         top_p = 1.0 if top_p is None else top_p
         settings = Decoding(max_new_tokens, temperature, top_p, seed if temperature > 0 else None)
+    # The model's name: --name, else --model as given (a backend resolves a local folder to its absolute
+    # path, which is kept in model_path).
+    as_given = getattr(spec, "name", None)
+    label = name or (as_given if isinstance(as_given, str) and as_given else backend.model_id)
     base: dict[str, Any] = {
-        "model": name or backend.model_id,
+        "model": label,
         "backend": backend.name,
         "input_format": input_format,
         "cot_format": cot_format,
@@ -392,7 +420,7 @@ def predict(
     }
     if samples > 1:
         base["n_samples"] = samples
-    if name:
+    if label != backend.model_id:
         base["model_path"] = backend.model_id
     selection = {k: v for k, v in (("sizes", sizes), ("per_size", per_size), ("limit", limit)) if v}
     if selection:
@@ -410,7 +438,8 @@ def predict(
                 f"--shard {shard[0]}/{shard[1]}: the selection has {selected} maps, so this shard has none "
                 f"(split it into at most {selected} shards)"
             )
-    done = _read_done(out, base, full)
+    versions = data_versions(sft)  # what every row records, and what the rows there must answer
+    done = _read_done(out, base, versions, sft.sizes)
     todo = [item for item in items if item.id not in done]
     stats = {
         "done_before": len(done & {item.id for item in items}),
@@ -453,7 +482,7 @@ def predict(
                 row["engine"] = engine
             if item.id in sft.sizes:
                 row["size"] = sft.sizes[item.id]
-            row["data_sha256"] = sft.sha256
+            row.update({field: digest for field, (digest, _) in versions.items()})
             f.write(dumps(row) + "\n")
             f.flush()
             stats["written"] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lakeshift.errors import ArgumentError, shown
 from lakeshift.traces.vocabulary import BOXED
 
 COMPAT_MODES: tuple[str | None, ...] = (None, "frozen_ood", "vsp")
@@ -97,7 +98,12 @@ def extract(text: str, compat: str | None = None) -> Extraction:
         'unparseable'
         >>> extract(r"\boxed{PLAN}", compat="frozen_ood").moves  # the paper's evaluator keeps its L
         ('LEFT',)
+
+    Raises:
+        LakeshiftError: ``text`` that is not a string, or ``compat`` that is not one of :data:`COMPAT_MODES`.
     """
+    if not isinstance(text, str):
+        raise ArgumentError(f"text must be a string (the model's output), got {shown(text)}")
     if compat is None:
         box = last_boxed(text)
         if box is None:
@@ -124,7 +130,7 @@ def extract(text: str, compat: str | None = None) -> Extraction:
         return Extraction(moves, "ok", "", span)
     if compat == "vsp":
         return _extract_vsp(text)
-    raise ValueError(f"unknown compat mode {compat!r} (expected one of {COMPAT_MODES})")
+    raise ArgumentError(f"compat: unknown compat mode {compat!r} (expected one of {COMPAT_MODES})")
 
 
 def _extract_vsp(text: str) -> Extraction:

@@ -12,6 +12,7 @@ from lakeshift.errors import LakeshiftError
 from lakeshift.scoring.extraction import Extraction
 from lakeshift.scoring.records import SampleScore, ScoredRecord
 from lakeshift.scoring.verdicts import VERDICTS, ScoringMap, judge, score_output
+from lakeshift.traces.vocabulary import COT_FORMATS
 
 
 @dataclass
@@ -75,7 +76,8 @@ def _selection(value: Any) -> bool:
     sizes = value.get("sizes")
     if sizes is not None and not (isinstance(sizes, list) and all(_count(n) for n in sizes)):
         return False
-    return all(value.get(k) is None or _count(value[k]) for k in ("per_size", "limit"))
+    # select_maps refuses a per_size or a limit below 1: such a selection is bad metadata, dropped.
+    return all(value.get(k) is None or (_count(value[k]) and value[k] >= 1) for k in ("per_size", "limit"))
 
 
 # Metadata of prediction records that scoring and reports use, with the type each must have: a record with
@@ -180,38 +182,82 @@ def read_predictions(
     return result
 
 
-def stale_data_message(where: str, recorded: Any, data_file: Path) -> str:
-    """The error for predictions made from another version of ``data_file`` (same ids, other maps)."""
+def stale_data_message(where: str, recorded: Any, data_file: Path, field: str = "data_sha256") -> str:
+    """The error for predictions made from another version of ``data_file`` (same ids, other maps), whose
+    hash the row recorded in ``field``."""
     return (
-        f"{where}: field 'data_sha256': answers another version of {data_file} (sha256 {str(recorded)[:12]}; "
+        f"{where}: field {field!r}: answers another version of {data_file} (sha256 {str(recorded)[:12]}; "
         "the file changed since: regenerated?); predict again into another --out (or delete the file)"
     )
 
 
-def check_data_version(preds: PredictionsFile, maps_path: str | Path) -> None:
-    """Refuses predictions made from another version of the data than the maps they are scored with: each
-    ``lakeshift predict`` row records ``data_sha256``, the hash of the SFT file it answered
-    (``<split>/sft/<input>__<cot>.jsonl``, next to ``maps.jsonl``); a regenerated split keeps its ids but
-    not its maps, so old answers would be scored against new maps. Rows without the field, or whose SFT
-    file is not there, are not checked.
+def data_version_problem(
+    where: str,
+    row: Mapping[str, Any],
+    versions: Mapping[str, tuple[str | None, Path]],
+    sizes: Mapping[str, int],
+) -> str | None:
+    """Why a predictions row does not answer the data it is read with, or ``None``: a recorded hash that
+    differs from the file's now (``versions``: by the field that records it, ``data_sha256`` for the SFT
+    file, ``maps_sha256`` for the split's ``maps.jsonl``, each with the file's hash now, ``None`` where the
+    file is not there), or a recorded ``size`` that is not the size of the map with its id (``sizes``, by
+    id). Rows without the fields are not checked.
+
+    Args:
+        where: the row's file and line, which the message starts with.
+        row: the row's fields.
+        versions: each hash field's ``(hash, file)`` now.
+        sizes: map size by id.
+    """
+    for field, (digest, path) in versions.items():
+        recorded = row.get(field)
+        if digest is not None and recorded is not None and recorded != digest:
+            return stale_data_message(where, recorded, path, field)
+    size, mid = row.get("size"), str(row.get("id"))
+    if size is not None and mid in sizes and size != sizes[mid]:
+        maps = versions.get("maps_sha256", (None, Path("maps.jsonl")))[1]
+        return (
+            f"{where}: field 'size': {size!r}, but map {mid!r} of {maps} has size {sizes[mid]} (the map "
+            "changed since it was answered); predict again into another --out (or delete the file)"
+        )
+    return None
+
+
+def check_data_version(
+    preds: PredictionsFile, maps_path: str | Path, maps: Mapping[str, ScoringMap] | None = None
+) -> None:
+    """Refuses predictions made from another version of the data than the maps they are scored with
+    (:func:`data_version_problem`): each ``lakeshift predict`` row records ``data_sha256``, the hash of the
+    SFT file it answered (``<split>/sft/<input>__<cot>.jsonl``, next to ``maps.jsonl``), ``maps_sha256``,
+    the hash of ``maps.jsonl``, and its map's ``size`` (checked against ``maps``, the maps by id, when
+    given); a regenerated or edited split keeps its ids but not its maps, so old answers would be scored
+    against new maps. Rows without the fields, or whose file is not there, are not checked.
 
     Raises:
         LakeshiftError: the first stale row (file, line, field).
     """
     from lakeshift.io import file_sha256
 
-    sft_dir = Path(maps_path).parent / "sft"
+    maps_path = Path(maps_path)
+    maps_hash = file_sha256(maps_path) if maps_path.is_file() else None
+    sizes = {mid: sm.record["size"] for mid, sm in (maps or {}).items()}
+    sft_dir = maps_path.parent / "sft"
     hashes: dict[Path, str | None] = {}
     for pred in preds.predictions.values():
         meta = pred.meta or {}
-        recorded, inp, cot = meta.get("data_sha256"), meta.get("input_format"), meta.get("cot_format")
-        if not isinstance(recorded, str) or not isinstance(inp, str) or not isinstance(cot, str):
-            continue
-        sft_file = sft_dir / f"{inp}__{cot}.jsonl"
-        if sft_file not in hashes:
-            hashes[sft_file] = file_sha256(sft_file) if sft_file.is_file() else None
-        if hashes[sft_file] not in (None, recorded):
-            raise LakeshiftError(stale_data_message(f"{preds.path}, line {pred.lineno}", recorded, sft_file))
+        versions: dict[str, tuple[str | None, Path]] = {}  # (the SFT file first, as predict checks them)
+        inp, cot = meta.get("input_format"), meta.get("cot_format")
+        if isinstance(inp, str) and isinstance(cot, str):
+            sft_file = sft_dir / f"{inp}__{cot}.jsonl"
+            if sft_file not in hashes:
+                hashes[sft_file] = file_sha256(sft_file) if sft_file.is_file() else None
+            versions["data_sha256"] = (hashes[sft_file], sft_file)
+        versions["maps_sha256"] = (maps_hash, maps_path)
+        problem = data_version_problem(
+            f"{preds.path}, line {pred.lineno}", {**meta, "id": pred.id}, versions, sizes
+        )
+        if problem:
+            raise LakeshiftError(problem)
 
 
 #: Prediction metadata copied into scored records (other metadata stays in the predictions file).
@@ -307,7 +353,15 @@ def score_predictions(
                 n_chars = 0
             else:
                 cot = meta.get("cot_format")
-                verdict = score_output(sm, pred.output, compat=compat, cot=cot, check_trace=check_trace)
+                # A CoT format lakeshift does not know (another tool's name) is scored without a trace check.
+                known = cot is None or cot in COT_FORMATS
+                verdict = score_output(
+                    sm,
+                    pred.output,
+                    compat=compat,
+                    cot=cot if known else None,
+                    check_trace=check_trace and known,
+                )
                 n_chars = len(pred.output)
                 if sampled:
                     outputs = [s["output"] for s in pm.get("samples") or [{"output": pred.output}]]

@@ -123,7 +123,7 @@ def read_prediction_set(
     for path in files:
         pf = read_predictions(path, maps, strict=strict)
         if maps_path is not None:
-            check_data_version(pf, maps_path)
+            check_data_version(pf, maps_path, maps)
         for pid, pred in pf.predictions.items():
             if pid in seen:
                 raise LakeshiftError(

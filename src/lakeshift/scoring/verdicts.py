@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from lakeshift.env import DELTAS, FrozenLakeMap
-from lakeshift.errors import LakeshiftError
+from lakeshift.errors import ArgumentError, LakeshiftError, check_choice, shown
 from lakeshift.scoring.extraction import VSP_MAX_STEPS, Extraction, extract
 from lakeshift.scoring.trace_checks import faithfulness, guess_cot
-from lakeshift.traces.vocabulary import TRACE_COTS
+from lakeshift.traces.vocabulary import COT_FORMATS, TRACE_COTS
 
 VERDICTS: tuple[str, ...] = (
     "success",
@@ -72,10 +72,12 @@ def scoring_map(rec: Mapping[str, Any], where: str = "map record") -> ScoringMap
     """Builds a :class:`ScoringMap` from one ``maps.jsonl`` record (with ``maps.map_from_record``).
 
     Raises:
-        LakeshiftError: the record lacks ``id`` or ``rows`` or describes an invalid map.
+        LakeshiftError: ``rec`` is not a mapping, lacks ``id`` or ``rows`` or describes an invalid map.
     """
     from lakeshift.data.maps import map_from_record
+    from lakeshift.data.records import require_record
 
+    require_record(rec, "rec")
     if "id" not in rec:
         raise LakeshiftError(f"{where}: missing field 'id'")
     try:
@@ -266,6 +268,10 @@ def score_output(
     Returns:
         The :class:`Verdict`, with its :class:`TraceCheck` when the trace was checked.
 
+    Raises:
+        LakeshiftError: ``sm`` that is none of the three or an invalid map, ``output`` that is not a
+            string, or ``compat`` or ``cot`` that is not one of its names.
+
     Example:
         >>> from lakeshift import FrozenLakeMap, completion, score_output
         >>> lake = FrozenLakeMap.from_rows(["FGF", "FHF", "FSH"])
@@ -278,10 +284,18 @@ def score_output(
         >>> score_output(lake, trace).trace.faithful
         True
     """
+    if cot is not None:
+        check_choice("cot", cot, COT_FORMATS, "CoT format")
+    if not isinstance(output, str):
+        raise ArgumentError(f"output must be a string (the model's text), got {shown(output)}")
     if isinstance(sm, FrozenLakeMap):
         sm = ScoringMap("map", sm, {"size": sm.size, "d_inf": sm.d_inf})
-    elif not isinstance(sm, ScoringMap):
+    elif isinstance(sm, Mapping):
         sm = scoring_map({"id": "map", **sm})
+    elif not isinstance(sm, ScoringMap):
+        raise ArgumentError(
+            f"sm must be a ScoringMap, a FrozenLakeMap or a maps.jsonl record (a mapping), got {shown(sm)}"
+        )
     ex = extract(output, compat)
     verdict = judge(sm, ex, compat)
     if check_trace:

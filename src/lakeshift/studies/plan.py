@@ -112,7 +112,9 @@ def _plan_data(cfg: SourcedConfig, dcfg: dict[str, Any], workdir: Path) -> _Data
     argv = ["generate", *to_argv(options, GenerateOptions)]
     spec_file = {} if "suite" in dcfg else {Path(suite_arg): suite_content}
     marker = workdir / "stages" / "generate.json"
-    stage = Stage("generate", "data", gen_key, argv, marker, files=spec_file, writes=[data_dir])
+    stage = Stage(
+        "generate", "data", gen_key, argv, marker, files=spec_file, writes=[data_dir], tracked=data_dir
+    )
     check_argv(cfg, stage, "data")
     groups: dict[str, list[tuple[int, int]]] = {}
     for spec in specs:  # an embedded split has as many maps as its source

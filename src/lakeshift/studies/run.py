@@ -139,8 +139,10 @@ def _finish(s: Stage, seconds: float) -> str | None:
 
 
 def _prepare(s: Stage, out: TextIO) -> list[str]:
-    """Clears what a stage made with other settings or code and writes its input files; returns its argv
-    (``--resume`` added to a training run interrupted after a checkpoint)."""
+    """Clears what a stage made with other settings or code, and the entries of its tracked folder that
+    changed since it made them (:meth:`Stage.changed_entries`: an edited split is made again), and writes
+    its input files; returns its argv (``--resume`` added to a training run interrupted after a
+    checkpoint)."""
     argv = list(s.argv)
     s.claim()
     if s.recorded_key() is not None:  # done before with other settings or code: start afresh
@@ -155,6 +157,12 @@ def _prepare(s: Stage, out: TextIO) -> list[str]:
             print(f"{s.why_not_done() or 'a stage it reads was redone'}: redoing it", file=out)
         for path in s.outputs:
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for path, why in s.changed_entries():  # an edited split is written again, not kept as it is
+        print(f"{why}: removing {path} to make it again", file=out)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
     for path, content in s.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(content, indent=1) + "\n")

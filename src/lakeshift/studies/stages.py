@@ -48,6 +48,52 @@ def outputs_digest(paths: Sequence[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
+def entry_digests(folder: Path) -> dict[str, str]:
+    """The :func:`outputs_digest` of each entry of ``folder`` (a split folder, ``suite.json``) by name."""
+    try:
+        entries = sorted(folder.iterdir()) if folder.is_dir() else []
+    except OSError:
+        return {}
+    return {entry.name: outputs_digest([entry]) for entry in entries}
+
+
+def listed_files(folder: Path) -> dict[str, str]:
+    """What each file of ``folder`` outside its ``images/`` folders holds (a sha256, or size and time: see
+    :data:`HASHED_BYTES`), by its path relative to ``folder``: the files a changed entry is named by."""
+    out: dict[str, str] = {}
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if "images" in rel.parts[:-1] or not path.is_file():
+            continue
+        try:
+            out[rel.as_posix()] = _file_print(path)
+        except OSError as err:
+            out[rel.as_posix()] = f"unreadable {err}"
+    return out
+
+
+def _what_changed(folder: Path, name: str, recorded: dict[str, Any]) -> str:
+    """One entry of ``folder`` in words: the first of its files that is missing, edited or new since the
+    files ``recorded`` were listed (:func:`listed_files`)."""
+    path = folder / name
+    if not path.exists():
+        return f"{path} is missing"
+    if path.is_file():
+        return f"{path} was edited"
+    now = {f"{name}/{rel}": v for rel, v in listed_files(path).items()}
+    before = {k: v for k, v in recorded.items() if isinstance(k, str) and k.startswith(f"{name}/")}
+    for rel in sorted(set(now) | set(before)):
+        if rel not in now:
+            return f"{folder / rel} is missing"
+        if rel not in before:
+            return f"{folder / rel} was added"
+        if now[rel] != before[rel]:
+            return f"{folder / rel} was edited"
+    return f"{path}: a file of its images/ changed"
+
+
 def _marker(path: Path) -> dict[str, Any]:
     """A stage marker's record (``{}``: none, or not one)."""
     try:
@@ -73,6 +119,9 @@ class Stage:
     after: list[Path] = field(default_factory=list)  # the markers of the stages whose outputs it reads
     study: str = ""  # the name of the study it belongs to, recorded in its marker
     bases: tuple[str, ...] = ()  # the names of the studies that one extends, recorded too
+    # A folder whose entries the marker records one by one (the generate stage's data: each split folder
+    # and suite.json), so that an entry edited since is named and made again on its own.
+    tracked: Path | None = None
 
     def recorded_key(self) -> str | None:
         return _marker(self.marker).get("key")
@@ -92,13 +141,31 @@ class Stage:
         if info.get("key") != self.key:
             return "settings or code" if info.get("key") else "never finished"
         if info.get("outputs") != outputs_digest(self.made()):
-            return "its outputs are missing or changed since it ran"
+            changed = self.changed_entries()
+            detail = f": {changed[0][1]}" if changed else ""
+            return f"its outputs are missing or changed since it ran{detail}"
         read = info.get("inputs")
         if not isinstance(read, dict) or any(
             read.get(m.name) != _marker(m).get("outputs") for m in self.after
         ):
             return "a stage it reads was redone since it ran"
         return None
+
+    def changed_entries(self) -> list[tuple[Path, str]]:
+        """The entries of :attr:`tracked` that the stage made when it last completed and that are missing
+        or changed since, each with what changed in words (a file named); empty without such a record.
+        An entry the stage did not make (a file someone added) is not among them."""
+        info = _marker(self.marker)
+        parts, files = info.get("parts"), info.get("files")
+        if self.tracked is None or not isinstance(parts, dict):
+            return []
+        now = entry_digests(self.tracked)
+        recorded = files if isinstance(files, dict) else {}
+        return [
+            (self.tracked / name, _what_changed(self.tracked, name, recorded))
+            for name, digest in sorted(parts.items())
+            if now.get(name) != digest
+        ]
 
     def recorded_code(self) -> str | None:
         """The :func:`code_identity` the stage was last completed with (``None``: unknown or never)."""
@@ -123,7 +190,8 @@ class Stage:
 
     def mark_done(self, seconds: float) -> None:
         """Records the stage done: its key, the code it ran, a digest of what it produced and of what it
-        read (:meth:`done` checks both)."""
+        read (:meth:`done` checks both), and for a :attr:`tracked` folder the digest of each of its entries
+        and what each of its files (images aside) holds (:meth:`changed_entries` compares them)."""
         info = {
             "kind": self.kind,
             "name": self.name,
@@ -135,6 +203,9 @@ class Stage:
             "outputs": outputs_digest(self.made()),
             "inputs": {m.name: _marker(m).get("outputs") for m in self.after},
         }
+        if self.tracked is not None:
+            info["parts"] = entry_digests(self.tracked)
+            info["files"] = listed_files(self.tracked)
         self._write(info)
 
     def mark_unrecorded(self, code: str) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from lakeshift.env import LETTER_MOVES, Cell, FrozenLakeMap
+from lakeshift.errors import ArgumentError, check_choice, shown
 from lakeshift.formats import BoardState, FormatError, parse
 from lakeshift.traces.astar import SEARCH_ORDER, Expansion
 from lakeshift.traces.vocabulary import BOXED, COT_FORMATS, MAP_FORMAT, PATH_COTS, implied_move
@@ -170,10 +171,14 @@ def parse_steps(text: str, cot: str, m: FrozenLakeMap | None = None) -> list[Tra
         m: The map, if known: lets the first step's ``state_move`` be computed from the start.
 
     Raises:
-        ValueError: unknown ``cot`` (a programming error, not bad model output).
+        ArgumentError: unknown ``cot``, ``text`` that is not a string or ``m`` that is not a map (bad
+            arguments, never bad model output); a ``ValueError`` too.
     """
-    if cot not in COT_FORMATS:
-        raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
+    check_choice("cot", cot, COT_FORMATS, "CoT format")
+    if not isinstance(text, str):
+        raise ArgumentError(f"text must be a string (the assistant text), got {shown(text)}")
+    if m is not None and not isinstance(m, FrozenLakeMap):
+        raise ArgumentError(f"m must be a FrozenLakeMap or None, got {shown(m)}")
     if cot == "none":
         return []
     if cot == "wave":

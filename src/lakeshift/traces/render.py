@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from lakeshift.env import Cell, FrozenLakeMap
-from lakeshift.formats import BoardState, render_state
+from lakeshift.errors import ArgumentError, check_choice, shown
+from lakeshift.formats import TABLE_STYLES, BoardState, render_state
 from lakeshift.traces.astar import astar_text
 from lakeshift.traces.vocabulary import (
     COT_FORMATS,
@@ -104,8 +105,9 @@ def completion(m: FrozenLakeMap, path: Sequence[str], cot: str, *, table_style: 
         table_style: Table CoTs only: ``"compact"`` (default) or ``"aligned"``.
 
     Raises:
-        ValueError: unknown ``cot``, or a path that falls into a hole, moves off the edge, or does not end on
-            the goal (or passes it before the end).
+        ArgumentError: ``m`` that is not a :class:`FrozenLakeMap`, unknown ``cot`` or ``table_style``, a
+            ``path`` that is not a sequence of moves, or one that falls into a hole, moves off the edge, or
+            does not end on the goal (or passes it before the end). A ``ValueError`` too.
     """
     return completions(m, path, (cot,), table_style=table_style)[cot]
 
@@ -123,10 +125,10 @@ def completions(
     them), which makes all six formats about as cheap as the three slowest alone.
 
     Raises:
-        ValueError: as :func:`completion`.
+        ArgumentError: as :func:`completion`.
     """
-    _check_cots(cots)
-    moves = [normalise_move(move) for move in path]
+    _check_arguments(m, cots, table_style)
+    moves = _moves(path, "path")
     if all(cot == "none" for cot in cots):
         return {cot: boxed(moves) for cot in cots}
     return _traces(m, moves, _check_path(m, moves), cots, table_style, facts_only=False)
@@ -147,22 +149,46 @@ def walk_completions(
     so the narration of a walk never says which move is better. ``oxed{...}`` holds the walk's moves.
 
     Raises:
-        ValueError: unknown ``cots``, ``astar`` or ``wave`` (a search trace or a wave is not a walk's: it
-            chooses its own moves), or a walk that enters a hole, moves off the edge or passes the goal.
+        ArgumentError: as :func:`completions`; ``astar`` or ``wave`` (a search trace or a wave is not a
+            walk's: it chooses its own moves), or a walk that enters a hole, moves off the edge or passes
+            the goal.
     """
-    _check_cots(cots)
+    _check_arguments(m, cots, table_style)
     for cot in ("astar", *MAP_COTS):
         if cot in cots:
             chooser = "the search" if cot == "astar" else "the map's wave"
-            raise ValueError(f"{cot} has no walk trace: {chooser} chooses its own path")
-    moves = [normalise_move(move) for move in walk]
+            raise ArgumentError(f"{cot} has no walk trace: {chooser} chooses its own path")
+    moves = _moves(walk, "walk")
     return _traces(m, moves, _check_walk(m, moves), cots, table_style, facts_only=True)
 
 
-def _check_cots(cots: Sequence[str]) -> None:
+def _check_arguments(m: FrozenLakeMap, cots: Sequence[str], table_style: str | None) -> None:
+    if not isinstance(m, FrozenLakeMap):
+        raise ArgumentError(f"m must be a FrozenLakeMap, got {shown(m)}")
+    if isinstance(cots, str) or not isinstance(cots, Iterable):
+        raise ArgumentError(f"cots must be a sequence of CoT format names, got {shown(cots)}")
     for cot in cots:
-        if cot not in COT_FORMATS:
-            raise ValueError(f"unknown CoT format {cot!r} (expected one of {', '.join(COT_FORMATS)})")
+        check_choice("cot", cot, COT_FORMATS, "CoT format")
+    if table_style is not None:
+        check_choice("table_style", table_style, TABLE_STYLES, "table style")
+
+
+def _moves(path: Iterable[str], name: str) -> list[str]:
+    """The moves of ``path`` spelled out (``UP``, ...); :class:`ArgumentError` naming parameter ``name``."""
+    if isinstance(path, Iterable) and not isinstance(path, (bytes, Mapping)):
+        moves = []
+        for i, move in enumerate(path, 1):
+            try:
+                moves.append(normalise_move(move))
+            except ArgumentError:
+                raise ArgumentError(
+                    f"unknown move {move!r} at move {i} of {name} "
+                    "(expected UP, DOWN, LEFT, RIGHT or U, D, L, R)"
+                ) from None
+        return moves
+    raise ArgumentError(
+        f"{name} must be a sequence of moves (UP, DOWN, LEFT, RIGHT or U, D, L, R), got {shown(path)}"
+    )
 
 
 def _traces(
@@ -236,11 +262,11 @@ def _check_walk(m: FrozenLakeMap, moves: list[str]) -> list[Cell]:
     """The positions along a safe walk (start first): on the map, no hole, the goal at most at the end."""
     rollout = m.simulate(moves)
     if rollout.fell_at is not None:
-        raise ValueError(f"the walk falls into a hole at move {rollout.fell_at}")
+        raise ArgumentError(f"the walk falls into a hole at move {rollout.fell_at}")
     if rollout.off_edge_moves:
-        raise ValueError("the walk moves off the edge of the map")
+        raise ArgumentError("the walk moves off the edge of the map")
     if rollout.reached_goal_at is not None and rollout.reached_goal_at != len(moves):
-        raise ValueError("the walk passes the goal: a walk ends where it reaches it")
+        raise ArgumentError("the walk passes the goal: a walk ends where it reaches it")
     return list(rollout.positions)
 
 
@@ -248,9 +274,9 @@ def _check_path(m: FrozenLakeMap, moves: list[str]) -> list[Cell]:
     """The positions along a successful plan (start first)."""
     rollout = m.simulate(moves)
     if rollout.fell_at is not None:
-        raise ValueError(f"the path falls into a hole at move {rollout.fell_at}")
+        raise ArgumentError(f"the path falls into a hole at move {rollout.fell_at}")
     if rollout.off_edge_moves:
-        raise ValueError("the path moves off the edge of the map")
+        raise ArgumentError("the path moves off the edge of the map")
     if not rollout.success or rollout.reached_goal_at != len(moves):
-        raise ValueError("the path must end on the goal and reach it only with its last move")
+        raise ArgumentError("the path must end on the goal and reach it only with its last move")
     return list(rollout.positions)

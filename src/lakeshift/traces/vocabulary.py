@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lakeshift.env import DELTAS, LETTER_MOVES, Cell, FrozenLakeMap
+from lakeshift.errors import ArgumentError
 
 COT_FORMATS: tuple[str, ...] = (
     "none",
@@ -66,8 +67,9 @@ def into_hole(m: FrozenLakeMap, pos: Cell, move: str) -> bool:
 
 
 def normalise_move(move: str) -> str:
-    """``UP``, ``DOWN``, ``LEFT`` or ``RIGHT`` for a move name or its letter; ``ValueError`` otherwise."""
-    move = LETTER_MOVES.get(move, move)
-    if move not in DELTAS:
-        raise ValueError(f"unknown move {move!r} (expected UP, DOWN, LEFT, RIGHT or U, D, L, R)")
-    return move
+    """``UP``, ``DOWN``, ``LEFT`` or ``RIGHT`` for a move name or its letter; :class:`ArgumentError` (a
+    ``ValueError``) otherwise."""
+    name = LETTER_MOVES.get(move, move) if isinstance(move, str) else None
+    if name not in DELTAS:
+        raise ArgumentError(f"unknown move {move!r} (expected UP, DOWN, LEFT, RIGHT or U, D, L, R)")
+    return name
