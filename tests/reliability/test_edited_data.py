@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from model_fixtures import FakeOpenAI
 
 from lakeshift.cli import main
 from lakeshift.data.maps import record_from_map
 from lakeshift.env import FrozenLakeMap
 from tests.cli_checks import one_error_line, quiet_main
+from tests.model_fixtures import FakeOpenAI
 
 SUITE = """\
 splits:
@@ -88,6 +88,8 @@ def test_a_map_only_prediction_records_the_maps_file_and_an_edited_map_is_not_re
     assert preds.read_bytes() == before  # nothing appended
     code, err = _report(preds.parent.parent, data, tmp_path / "report")
     one_error_line(code, err, f"{preds}, line 1: field 'maps_sha256'", str(maps.resolve()))
+    code, err = quiet_main(["score", "--maps", maps, "--predictions", preds])
+    one_error_line(code, err, f"{preds}, line 1: field 'maps_sha256'", str(maps))
 
 
 def test_a_row_whose_size_is_not_its_maps_is_refused(data: Path, tmp_path: Path, server: FakeOpenAI) -> None:
