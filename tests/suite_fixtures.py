@@ -181,3 +181,29 @@ def scored_bytes(root: Path, compat: str | None) -> bytes:
             for rec in score_predictions(maps, preds, compat=compat, check_trace=True, defaults=defaults):
                 lines.append(json.dumps(rec.to_json(), sort_keys=False))
     return "\n".join(lines).encode()
+
+
+#: A study of one small split predicted zero-shot through the ``openai`` backend at ``{url}`` (a fake server),
+#: with the report and no baselines: ``ZERO_SHOT_STUDY.format(url=..., name=..., count=...)``.
+ZERO_SHOT_STUDY = """\
+name: {name}
+data:
+  splits:
+    - name: small-test
+      groups:
+        - {{size: 3, count: {count}, hole_prob: 0.2}}
+  images: false
+  inputs: [grid]
+  cots: [none]
+  workers: 1
+predict:
+  splits: [small-test]
+  backend: openai
+  base_url: {url}
+  max_new_tokens: 16
+models:
+  - {{name: fake, input: grid, cot: none, zero_shot: true, model: fake}}
+report:
+  baselines: false
+  examples: 2
+"""

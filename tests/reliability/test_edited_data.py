@@ -23,6 +23,7 @@ from lakeshift.data.maps import record_from_map
 from lakeshift.env import FrozenLakeMap
 from tests.cli_checks import one_error_line, quiet_main
 from tests.model_fixtures import FakeOpenAI
+from tests.suite_fixtures import ZERO_SHOT_STUDY
 
 SUITE = """\
 splits:
@@ -133,36 +134,12 @@ def test_the_model_is_named_as_given_and_its_path_is_kept_in_model_path(
         assert "models/mine" in text and str(tmp_path) not in text, name
 
 
-STUDY = """\
-name: edited
-data:
-  splits:
-    - name: small-test
-      groups:
-        - {{size: 3, count: 3, hole_prob: 0.2}}
-  images: false
-  inputs: [grid]
-  cots: [none]
-  workers: 1
-predict:
-  splits: [small-test]
-  backend: openai
-  base_url: {url}
-  max_new_tokens: 16
-models:
-  - {{name: fake, input: grid, cot: none, zero_shot: true, model: fake}}
-report:
-  baselines: false
-  examples: 2
-"""
-
-
 @pytest.mark.parametrize("edited", ["maps.jsonl", "sft/grid__none.jsonl"])
 def test_a_study_makes_an_edited_split_again_and_says_which_file_changed(
     tmp_path: Path, server: FakeOpenAI, edited: str
 ) -> None:
     config = tmp_path / "study.yaml"
-    config.write_text(STUDY.format(url=server.url))
+    config.write_text(ZERO_SHOT_STUDY.format(url=server.url, name="edited", count=3))
     work = tmp_path / "work"
     argv = ["run", config, "--workdir", work]
     code, err = quiet_main(argv)

@@ -23,6 +23,7 @@ from model_fixtures import FakeOpenAI
 
 from lakeshift.cli import main
 from tests.cli_checks import one_error_line
+from tests.suite_fixtures import ZERO_SHOT_STUDY
 
 SUITE = """\
 splits:
@@ -117,33 +118,9 @@ class Writer:
     kind: str  # "file" or "dir"
 
 
-STUDY = """\
-name: zs
-data:
-  splits:
-    - name: small-test
-      groups:
-        - {{size: 3, count: 2, hole_prob: 0.2}}
-  images: false
-  inputs: [grid]
-  cots: [none]
-  workers: 1
-predict:
-  splits: [small-test]
-  backend: openai
-  base_url: {url}
-  max_new_tokens: 16
-models:
-  - {{name: fake, input: grid, cot: none, zero_shot: true, model: fake}}
-report:
-  baselines: false
-  examples: 2
-"""
-
-
 def _study(i: Inputs, where: Path) -> list[str | Path]:
     config = i.root / "zs.yaml"
-    config.write_text(STUDY.format(url=i.url))
+    config.write_text(ZERO_SHOT_STUDY.format(url=i.url, name="zs", count=2))
     return ["run", config, "--workdir", where / "study"]
 
 
